@@ -1,0 +1,47 @@
+# MegaFlow: two commands on a fresh clone.
+#   make run   - set up .venv and run the main job on embedded defaults
+#   make test  - set up .venv (and system packages when root) and run every test
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup sysdeps run test test-fast lint fmt bench proto clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev,model,container,parquet]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+sysdeps:
+	bash scripts/install-sysdeps.sh
+
+run: $(STAMP) sysdeps
+	$(VENV)/bin/megaflow run examples/quickstart.yaml
+
+test: $(STAMP) sysdeps
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not services and not container and not ray" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples
+	$(VENV)/bin/ruff format src tests benchmarks examples
+
+bench: $(STAMP) sysdeps
+	$(VENV)/bin/megaflow bench
+
+clean:
+	rm -rf $(VENV) .megaflow .pytest_cache .mypy_cache .ruff_cache

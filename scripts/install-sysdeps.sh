@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install the system packages MegaFlow's tests and main job need, when run as
+# root and they are missing. Without root, say what is missing and go on.
+set -euo pipefail
+
+# binary:package pairs
+NEEDED=(
+  "bwrap:bubblewrap"
+  "podman:podman"
+  "runc:runc"
+  "newuidmap:uidmap"
+  "git:git"
+)
+
+missing=()
+for pair in "${NEEDED[@]}"; do
+  bin="${pair%%:*}"; pkg="${pair##*:}"
+  command -v "$bin" >/dev/null 2>&1 || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "megaflow: missing system packages: ${missing[*]} (install them with your package manager)" >&2
+  exit 0
+fi
+echo "megaflow: installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

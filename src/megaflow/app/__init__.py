@@ -1,0 +1,1 @@
+"""Wiring: builds the services of a run from its config."""

@@ -1,0 +1,1 @@
+"""The megaflow command line."""

@@ -1,0 +1,131 @@
+"""``megaflow status | results | export``: look at runs in the metadata store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from megaflow.cli.common import DbOption, console, fail, with_store
+from megaflow.core.states import TaskState
+from megaflow.storage.abstract import MetadataStore
+
+
+def status(
+    run_id: str | None = typer.Argument(None, help="A run id; all runs when omitted."),
+    db: str = DbOption,
+) -> None:
+    """Tasks by state, for one run or for every run."""
+
+    async def go(store: MetadataStore) -> list[tuple[str, str, dict[TaskState, int]]]:
+        runs = [await store.get_run(run_id)] if run_id else await store.list_runs()
+        return [(r.id, r.name, await store.count_by_state(r.id)) for r in runs]
+
+    rows = with_store(db, go)
+    if not rows:
+        console.print("no runs yet")
+        return
+    table = Table(title="runs")
+    table.add_column("run")
+    table.add_column("name")
+    for state in TaskState:
+        table.add_column(state.value, justify="right")
+    table.add_column("total", justify="right")
+    for rid, name, counts in rows:
+        table.add_row(
+            rid, name, *(str(counts.get(s, 0)) for s in TaskState), str(sum(counts.values()))
+        )
+    console.print(table)
+
+
+async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
+    await store.get_run(run_id)  # NotFound for an unknown run
+    results = {r.task_id: r for r in await store.list_results(run_id)}
+    out = []
+    for rec in await store.list_tasks(run_id):
+        res = results.get(rec.id)
+        out.append(
+            {
+                "task_id": rec.id,
+                "run_id": run_id,
+                "type": rec.spec.type.value if rec.spec.type else None,
+                "state": rec.state.value,
+                "attempts": rec.attempts,
+                "preemptions": rec.preemptions,
+                "success": res.success if res else None,
+                "reward": res.reward if res else None,
+                "error_kind": res.error_kind.value if res and res.error_kind else None,
+                "error": (res.error if res else None) or rec.error,
+                "metrics": res.metrics if res else {},
+                "artifacts": res.artifacts if res else {},
+                "payload": rec.spec.payload,
+            }
+        )
+    return out
+
+
+def results(
+    run_id: str = typer.Argument(..., help="A run id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    db: str = DbOption,
+) -> None:
+    """Per-task results of a run."""
+    rows = with_store(db, lambda s: _rows(s, run_id))
+    if as_json:
+        for row in rows:
+            row.pop("payload")
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"results of {run_id}")
+    for col in ("task", "state", "attempts", "success", "reward", "error"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["task_id"],
+            r["state"],
+            str(r["attempts"]),
+            "" if r["success"] is None else ("yes" if r["success"] else "no"),
+            "" if r["reward"] is None else f"{r['reward']:.3f}",
+            (r["error"] or "")[:60],
+        )
+    console.print(table)
+    done = [r for r in rows if r["success"] is not None]
+    solved = sum(1 for r in done if r["success"])
+    console.print(f"{len(rows)} tasks, {len(done)} with results, {solved} successful")
+
+
+def export(
+    run_id: str = typer.Argument(..., help="A run id."),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output file."),
+    db: str = DbOption,
+) -> None:
+    """Write a run's tasks and results to a JSONL or Parquet file."""
+    if fmt not in ("jsonl", "parquet"):
+        fail(f"unknown export format {fmt!r}; use jsonl or parquet")
+    rows = with_store(db, lambda s: _rows(s, run_id))
+    target = out or Path(f"{run_id.replace('/', '_')}.{fmt}")
+    if fmt == "jsonl":
+        with target.open("w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    else:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
+        flat = [
+            {
+                **r,
+                "metrics": json.dumps(r["metrics"]),
+                "artifacts": json.dumps(r["artifacts"]),
+                "payload": json.dumps(r["payload"]),
+            }
+            for r in rows
+        ]
+        pq.write_table(pa.Table.from_pylist(flat), target)
+    console.print(f"wrote {len(rows)} rows to {target}")

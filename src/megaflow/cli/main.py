@@ -1,0 +1,32 @@
+"""The ``megaflow`` command line. Each group of commands lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from megaflow import __version__
+from megaflow.cli import config_cmd, inspect_cmd, run_cmd
+from megaflow.cli.common import console
+
+app = typer.Typer(
+    name="megaflow",
+    help="MegaFlow: orchestrate LLM agents, sandboxes and model inference at scale.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+app.command("run")(run_cmd.run)
+app.command("status")(inspect_cmd.status)
+app.command("results")(inspect_cmd.results)
+app.command("export")(inspect_cmd.export)
+
+
+@app.command()
+def version() -> None:
+    """Print the MegaFlow version."""
+    console.print(f"megaflow {__version__}")
+
+
+def main() -> None:
+    app()

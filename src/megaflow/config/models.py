@@ -1,0 +1,82 @@
+"""The run config: one YAML file describes a whole run.
+
+Every section is a pydantic model with ``extra="forbid"``; pluggable parts
+(runtime, policy, agent, model, stores) are tagged unions by ``type``, whose
+members live beside their backends in each service's ``config.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from megaflow.agent.config import AgentConfig, BuiltinAgentConfig
+from megaflow.core.tasks import TaskType, check_id
+from megaflow.environment.config import EnvironmentConfig
+from megaflow.model.config import ModelConfig, ReplayModelConfig
+from megaflow.scheduler.config import SchedulerConfig
+from megaflow.storage.config import StorageConfig
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SwebenchTasksConfig(_Cfg):
+    """SWE-bench-style instances from a directory, a JSON or a JSONL file."""
+
+    type: Literal["swebench"] = "swebench"
+    path: str = Field(description="Task set directory, or a .json / .jsonl file.")
+    limit: int | None = Field(None, ge=1, description="Use only the first N instances.")
+    instances: list[str] | None = Field(None, description="Use only these instance ids.")
+
+
+class InlineTask(_Cfg):
+    id: str
+    priority: int = 0
+    payload: dict[str, object] = Field(default_factory=dict)
+
+
+class InlineTasksConfig(_Cfg):
+    """Tasks written in the config itself (for small jobs and tests)."""
+
+    type: Literal["inline"] = "inline"
+    tasks: list[InlineTask] = Field(min_length=1)
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique(cls, tasks: list[InlineTask]) -> list[InlineTask]:
+        seen: set[str] = set()
+        for t in tasks:
+            if t.id in seen:
+                raise ValueError(f"duplicate task id {t.id!r}")
+            seen.add(t.id)
+        return tasks
+
+
+TasksConfig = Annotated[SwebenchTasksConfig | InlineTasksConfig, Field(discriminator="type")]
+
+
+class RunConfig(_Cfg):
+    """A run: which tasks, run by which agent and model, in which environment."""
+
+    name: str = Field("run", description="A name for the run; its id gets a suffix.")
+    task_type: TaskType | None = Field(
+        None, description="train, eval or synth; identified from the run when absent."
+    )
+    samples: int = Field(1, ge=1, le=10_000, description="Attempts of each task (n for pass@k).")
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    max_attempts: int = Field(3, ge=1, le=100, description="Tries per task on infra errors.")
+    deadline_s: float = Field(3600, gt=0, description="Longest time for one task.")
+    tasks: TasksConfig
+    agent: AgentConfig = Field(default_factory=BuiltinAgentConfig)
+    model: ModelConfig = Field(default_factory=ReplayModelConfig)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_id(v, "run name")

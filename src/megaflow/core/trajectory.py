@@ -1,0 +1,70 @@
+"""Trajectories: what an agent saw and did, step by step, with timings.
+
+A trajectory is recorded for every task attempt. Model calls come from the
+model gateway (so any OpenAI-speaking agent is recorded), actions and
+observations from the agent loop. Token ids and logprobs are kept when the
+backend returns them and the task type asks for them (``train``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from megaflow.core.tasks import Model
+
+
+class ModelCall(Model):
+    kind: Literal["model_call"] = "model_call"
+    request: dict[str, Any] = Field(default_factory=dict)
+    response: dict[str, Any] = Field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    started_at: float = Field(default_factory=time.time)
+    duration_s: float = 0.0
+
+
+class Action(Model):
+    kind: Literal["action"] = "action"
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    started_at: float = Field(default_factory=time.time)
+    duration_s: float = 0.0
+
+
+class Observation(Model):
+    kind: Literal["observation"] = "observation"
+    content: str = ""
+    exit_code: int | None = None
+    truncated: bool = False
+    started_at: float = Field(default_factory=time.time)
+    duration_s: float = 0.0
+
+
+Step = Annotated[ModelCall | Action | Observation, Field(discriminator="kind")]
+
+
+class Trajectory(Model):
+    id: str
+    task_id: str
+    run_id: str
+    attempt: int = 1
+    steps: list[Step] = Field(default_factory=list)
+    started_at: float = Field(default_factory=time.time)
+    ended_at: float | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def add(self, step: Step) -> None:
+        self.steps.append(step)
+
+    @property
+    def model_calls(self) -> list[ModelCall]:
+        return [s for s in self.steps if isinstance(s, ModelCall)]
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.model_calls)

@@ -1,0 +1,213 @@
+"""The three storage interfaces: metadata, queue + events, artifacts.
+
+Data is kept apart as the design asks: small, transactional metadata (runs,
+tasks, attempts, results) in a :class:`MetadataStore`; the work queue and
+the event stream in a :class:`TaskQueue` and an :class:`EventBus`; bulky
+outputs (trajectories, patches, logs) in an :class:`ArtifactStore`. Each has
+an embedded implementation (SQLite, in-process, local files) and production
+ones chosen by config.
+
+All methods are ``async`` so the same scheduler code runs over an embedded
+store and a networked one. Every store has an explicit lifecycle:
+``await store.start()`` / ``await store.stop()`` or ``async with store``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from megaflow.core.events import Event
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
+
+
+class _Lifecycle(abc.ABC):  # noqa: B024 - hooks are optional, not abstract
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Open connections, create schemas. Idempotent."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Flush and release everything. Idempotent."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A requested state change. ``expect`` guards against lost updates."""
+
+    task_id: str
+    dst: TaskState
+    expect: TaskState | None = None
+    error: str | None = None
+
+
+class MetadataStore(_Lifecycle):
+    """Runs, tasks, attempts and results, with the task state machine enforced.
+
+    Entering ``SCHEDULED`` counts an attempt; entering ``PREEMPTED`` counts a
+    preemption. Illegal transitions raise ``InvalidTransition`` and leave the
+    whole batch unapplied.
+    """
+
+    @abc.abstractmethod
+    async def create_run(self, run: RunSpec) -> None: ...
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunSpec: ...
+
+    @abc.abstractmethod
+    async def list_runs(self) -> list[RunSpec]: ...
+
+    @abc.abstractmethod
+    async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
+        """Insert tasks in state QUEUED, all or none; duplicate ids raise ``AlreadyExists``."""
+
+    @abc.abstractmethod
+    async def get_task(self, task_id: str) -> TaskRecord: ...
+
+    @abc.abstractmethod
+    async def list_tasks(
+        self,
+        run_id: str | None = None,
+        states: Iterable[TaskState] | None = None,
+        limit: int | None = None,
+    ) -> list[TaskRecord]:
+        """Tasks in arrival order, filtered by run and state."""
+
+    @abc.abstractmethod
+    async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]: ...
+
+    @abc.abstractmethod
+    async def transition_many(self, transitions: Sequence[Transition]) -> None:
+        """Apply the transitions in one transaction, in order: all or none."""
+
+    async def transition(
+        self,
+        task_id: str,
+        dst: TaskState,
+        *,
+        expect: TaskState | None = None,
+        error: str | None = None,
+    ) -> TaskRecord:
+        await self.transition_many([Transition(task_id, dst, expect, error)])
+        return await self.get_task(task_id)
+
+    @abc.abstractmethod
+    async def put_attempt(self, attempt: Attempt) -> None:
+        """Insert or replace the attempt ``(task_id, number)``."""
+
+    @abc.abstractmethod
+    async def list_attempts(self, task_id: str) -> list[Attempt]: ...
+
+    @abc.abstractmethod
+    async def put_result(self, result: TaskResult) -> None: ...
+
+    @abc.abstractmethod
+    async def get_result(self, task_id: str) -> TaskResult: ...
+
+    @abc.abstractmethod
+    async def list_results(self, run_id: str) -> list[TaskResult]: ...
+
+
+@dataclass(order=True, slots=True)
+class QueuedTask:
+    """A queue entry. Orders by priority (higher first), then arrival."""
+
+    sort_key: tuple[int, int] = field(init=False, repr=False)
+    spec: TaskSpec = field(compare=False)
+    seq: int = field(compare=False)
+
+    def __post_init__(self) -> None:
+        self.sort_key = (-self.spec.priority, self.seq)
+
+    @property
+    def task_id(self) -> str:
+        return self.spec.id
+
+
+class TaskQueue(_Lifecycle):
+    """Tasks waiting for a slot. Its contents can always be rebuilt from the
+    metadata store (see :mod:`megaflow.storage.recovery`)."""
+
+    @abc.abstractmethod
+    async def push(self, items: Sequence[QueuedTask]) -> None: ...
+
+    @abc.abstractmethod
+    async def pop(self, n: int = 1) -> list[QueuedTask]:
+        """Take up to ``n`` entries, highest priority first, then oldest. Never blocks."""
+
+    @abc.abstractmethod
+    async def peek(self, n: int = 1) -> list[QueuedTask]: ...
+
+    @abc.abstractmethod
+    async def remove(self, task_ids: Iterable[str]) -> int:
+        """Drop entries (for cancellation); returns how many were found."""
+
+    @abc.abstractmethod
+    async def size(self) -> int: ...
+
+
+class Subscription(abc.ABC):
+    """A bounded stream of events for one subscriber."""
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    @abc.abstractmethod
+    async def get(self, timeout: float | None = None) -> Event:
+        """Next event; raises ``TimeoutError`` after ``timeout`` seconds."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+
+class EventBus(_Lifecycle):
+    """Publish/subscribe. Buffers are bounded: a full subscriber slows the
+    publisher down (backpressure) instead of growing without limit."""
+
+    @abc.abstractmethod
+    async def publish(self, event: Event) -> None: ...
+
+    @abc.abstractmethod
+    async def subscribe(
+        self, kinds: Iterable[str] | None = None, maxsize: int = 1024
+    ) -> Subscription:
+        """Subscribe to the given event kinds (all when ``None``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactRef:
+    key: str
+    size: int
+    sha256: str
+
+
+class ArtifactStore(_Lifecycle):
+    """Bulky outputs under slash-separated keys. Keys never escape the store."""
+
+    @abc.abstractmethod
+    async def put(self, key: str, data: bytes) -> ArtifactRef: ...
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> bytes:
+        """Read and verify against the stored checksum; ``NotFound`` if absent."""
+
+    @abc.abstractmethod
+    async def exists(self, key: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None: ...
+
+    @abc.abstractmethod
+    async def list(self, prefix: str = "") -> list[str]: ...

@@ -1,0 +1,83 @@
+"""Build stores from their configs. Backends are imported only when chosen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from megaflow.storage.abstract import ArtifactStore, EventBus, MetadataStore, TaskQueue
+from megaflow.storage.config import (
+    ArtifactsConfig,
+    EventsConfig,
+    MetadataConfig,
+    QueueConfig,
+    StorageConfig,
+)
+
+
+def make_metadata_store(cfg: MetadataConfig) -> MetadataStore:
+    from megaflow.storage.sqlite import SqliteMetadataStore
+
+    return SqliteMetadataStore(cfg.path)
+
+
+def make_queue(cfg: QueueConfig) -> TaskQueue:
+    from megaflow.storage.memory_queue import MemoryTaskQueue
+
+    return MemoryTaskQueue()
+
+
+def make_event_bus(cfg: EventsConfig) -> EventBus:
+    from megaflow.storage.memory_bus import MemoryEventBus
+
+    return MemoryEventBus()
+
+
+def make_artifact_store(cfg: ArtifactsConfig) -> ArtifactStore:
+    from megaflow.storage.local_artifacts import LocalArtifactStore
+
+    return LocalArtifactStore(cfg.root)
+
+
+@dataclass
+class Stores:
+    """The four stores of a run, started and stopped together."""
+
+    metadata: MetadataStore
+    queue: TaskQueue
+    events: EventBus
+    artifacts: ArtifactStore
+
+    @classmethod
+    def from_config(cls, cfg: StorageConfig) -> Stores:
+        return cls(
+            metadata=make_metadata_store(cfg.metadata),
+            queue=make_queue(cfg.queue),
+            events=make_event_bus(cfg.events),
+            artifacts=make_artifact_store(cfg.artifacts),
+        )
+
+    async def start(self) -> None:
+        started = []
+        try:
+            for store in (self.metadata, self.queue, self.events, self.artifacts):
+                await store.start()
+                started.append(store)
+        except BaseException:
+            for store in reversed(started):
+                await store.stop()
+            raise
+
+    async def stop(self) -> None:
+        for store in (self.artifacts, self.events, self.queue, self.metadata):
+            await store.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,281 @@
+"""SQLite metadata store: the embedded default.
+
+WAL mode with ``synchronous=NORMAL``: a committed transaction survives a
+process crash (SIGKILL) and readers never block the writer. Writes of many
+rows (tasks, transitions) go in one transaction each, which is what makes
+batched state changes fast. Calls run on the event-loop thread: each is a
+short, local operation, and keeping one connection on one thread avoids
+SQLite's cross-thread locking.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, StorageError
+from megaflow.core.states import TaskState, check_transition
+from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
+from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.sqlite_schema import migrate
+
+_TASK_COLS = "id, run_id, seq, state, attempts, preemptions, updated_at, error, spec"
+
+
+def _record(row: tuple[object, ...]) -> TaskRecord:
+    _id, _run, seq, state, attempts, preemptions, updated_at, error, spec = row
+    return TaskRecord(
+        spec=TaskSpec.model_validate_json(str(spec)),
+        state=TaskState(str(state)),
+        attempts=int(attempts),  # type: ignore[call-overload]
+        preemptions=int(preemptions),  # type: ignore[call-overload]
+        seq=int(seq),  # type: ignore[call-overload]
+        updated_at=float(updated_at),  # type: ignore[arg-type]
+        error=None if error is None else str(error),
+    )
+
+
+class SqliteMetadataStore(MetadataStore):
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._conn: sqlite3.Connection | None = None
+
+    async def start(self) -> None:
+        if self._conn is not None:
+            return
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA foreign_keys=ON")
+            migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot open metadata database {self.path}: {exc}") from exc
+        self._conn = conn
+
+    async def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("SqliteMetadataStore is not started; call await store.start()")
+        return self._conn
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- runs ---------------------------------------------------------------
+    async def create_run(self, run: RunSpec) -> None:
+        try:
+            self.conn.execute(
+                "INSERT INTO runs (id, name, created_at, spec) VALUES (?, ?, ?, ?)",
+                (run.id, run.name, run.created_at, run.model_dump_json()),
+            )
+        except sqlite3.IntegrityError:
+            raise AlreadyExists(f"run {run.id!r} already exists") from None
+
+    async def get_run(self, run_id: str) -> RunSpec:
+        row = self.conn.execute("SELECT spec FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"run {run_id!r} not found")
+        return RunSpec.model_validate_json(row[0])
+
+    async def list_runs(self) -> list[RunSpec]:
+        rows = self.conn.execute("SELECT spec FROM runs ORDER BY created_at").fetchall()
+        return [RunSpec.model_validate_json(r[0]) for r in rows]
+
+    # -- tasks --------------------------------------------------------------
+    async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
+        if not tasks:
+            return []
+        ids = [t.id for t in tasks]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise AlreadyExists(f"task id {dup!r} appears twice in one submission")
+        now = time.time()
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (last,) = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM tasks").fetchone()
+            records = [
+                TaskRecord(spec=t, state=TaskState.QUEUED, seq=last + i + 1, updated_at=now)
+                for i, t in enumerate(tasks)
+            ]
+            conn.executemany(
+                "INSERT INTO tasks (id, run_id, seq, state, priority, updated_at, spec) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.spec.id,
+                        r.spec.run_id,
+                        r.seq,
+                        r.state.value,
+                        r.spec.priority,
+                        now,
+                        r.spec.model_dump_json(),
+                    )
+                    for r in records
+                ],
+            )
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK")
+            existing = self._existing(ids)
+            raise AlreadyExists(f"task id {existing!r} already exists") from None
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return records
+
+    def _existing(self, ids: list[str]) -> str | None:
+        for i in ids:
+            if self.conn.execute("SELECT 1 FROM tasks WHERE id = ?", (i,)).fetchone():
+                return i
+        return None
+
+    async def get_task(self, task_id: str) -> TaskRecord:
+        row = self.conn.execute(
+            f"SELECT {_TASK_COLS} FROM tasks WHERE id = ?", (task_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"task {task_id!r} not found")
+        return _record(row)
+
+    async def list_tasks(
+        self,
+        run_id: str | None = None,
+        states: Iterable[TaskState] | None = None,
+        limit: int | None = None,
+    ) -> list[TaskRecord]:
+        where, args = [], []
+        if run_id is not None:
+            where.append("run_id = ?")
+            args.append(run_id)
+        if states is not None:
+            values = [TaskState(s).value for s in states]
+            if not values:
+                return []
+            where.append(f"state IN ({','.join('?' * len(values))})")
+            args.extend(values)
+        sql = f"SELECT {_TASK_COLS} FROM tasks"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_record(r) for r in self.conn.execute(sql, args).fetchall()]
+
+    async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]:
+        if run_id is None:
+            rows = self.conn.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state")
+        else:
+            rows = self.conn.execute(
+                "SELECT state, COUNT(*) FROM tasks WHERE run_id = ? GROUP BY state", (run_id,)
+            )
+        return {TaskState(s): int(n) for s, n in rows.fetchall()}
+
+    async def transition_many(self, transitions: Sequence[Transition]) -> None:
+        if not transitions:
+            return
+        conn = self.conn
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = self._states_of([t.task_id for t in transitions])
+            updates = []
+            for t in transitions:
+                if t.task_id not in current:
+                    raise NotFound(f"task {t.task_id!r} not found")
+                src = current[t.task_id]
+                if t.expect is not None and src != t.expect:
+                    raise InvalidTransition(
+                        f"task {t.task_id}: expected state {t.expect.value}, found {src.value}"
+                    )
+                check_transition(src, t.dst, t.task_id)
+                current[t.task_id] = t.dst
+                updates.append(
+                    (
+                        t.dst.value,
+                        int(t.dst is TaskState.SCHEDULED),
+                        int(t.dst is TaskState.PREEMPTED),
+                        now,
+                        t.error,
+                        t.task_id,
+                    )
+                )
+            conn.executemany(
+                "UPDATE tasks SET state = ?, attempts = attempts + ?, "
+                "preemptions = preemptions + ?, updated_at = ?, "
+                "error = COALESCE(?, error) WHERE id = ?",
+                updates,
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _states_of(self, ids: list[str]) -> dict[str, TaskState]:
+        out: dict[str, TaskState] = {}
+        unique = list(dict.fromkeys(ids))
+        for i in range(0, len(unique), 500):
+            chunk = unique[i : i + 500]
+            rows = self.conn.execute(
+                f"SELECT id, state FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            out.update({r[0]: TaskState(r[1]) for r in rows})
+        return out
+
+    # -- attempts and results ------------------------------------------------
+    async def put_attempt(self, attempt: Attempt) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO attempts (task_id, number, body) VALUES (?, ?, ?)",
+            (attempt.task_id, attempt.number, attempt.model_dump_json()),
+        )
+
+    async def list_attempts(self, task_id: str) -> list[Attempt]:
+        rows = self.conn.execute(
+            "SELECT body FROM attempts WHERE task_id = ? ORDER BY number", (task_id,)
+        ).fetchall()
+        return [Attempt.model_validate_json(r[0]) for r in rows]
+
+    async def put_result(self, result: TaskResult) -> None:
+        row = self.conn.execute(
+            "SELECT run_id FROM tasks WHERE id = ?", (result.task_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"cannot store a result for unknown task {result.task_id!r}")
+        self.conn.execute(
+            "INSERT OR REPLACE INTO results (task_id, run_id, success, reward, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                result.task_id,
+                row[0],
+                int(result.success),
+                result.reward,
+                json.dumps(result.model_dump(mode="json")),
+            ),
+        )
+
+    async def get_result(self, task_id: str) -> TaskResult:
+        row = self.conn.execute("SELECT body FROM results WHERE task_id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no result for task {task_id!r}")
+        return TaskResult.model_validate_json(row[0])
+
+    async def list_results(self, run_id: str) -> list[TaskResult]:
+        rows = self.conn.execute(
+            "SELECT r.body FROM results r JOIN tasks t ON t.id = r.task_id "
+            "WHERE r.run_id = ? ORDER BY t.seq",
+            (run_id,),
+        ).fetchall()
+        return [TaskResult.model_validate_json(r[0]) for r in rows]
