@@ -1,0 +1,1 @@
+"""Task sets: SWE-bench-style instances, their repositories, and grading."""

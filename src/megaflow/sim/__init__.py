@@ -1,0 +1,1 @@
+"""Discrete-event cluster simulator driving the real scheduler on a virtual clock."""
