@@ -10,6 +10,7 @@ NEEDED=(
   "runc:runc"
   "newuidmap:uidmap"
   "git:git"
+  "busybox:busybox-static"
   "pytest-3:python3-pytest"
 )
 
