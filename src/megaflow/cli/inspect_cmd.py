@@ -28,16 +28,15 @@ def status(
     if not rows:
         console.print("no runs yet")
         return
-    table = Table(title="runs")
-    table.add_column("run")
-    table.add_column("name")
-    for state in TaskState:
+    shown = [s for s in TaskState if any(c.get(s) for _, _, c in rows)]
+    table = Table(title="runs: tasks by state")
+    table.add_column("run", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    for state in shown:
         table.add_column(state.value, justify="right")
     table.add_column("total", justify="right")
     for rid, name, counts in rows:
-        table.add_row(
-            rid, name, *(str(counts.get(s, 0)) for s in TaskState), str(sum(counts.values()))
-        )
+        table.add_row(rid, name, *(str(counts.get(s, 0)) for s in shown), str(sum(counts.values())))
     console.print(table)
 
 

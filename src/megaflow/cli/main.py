@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from megaflow import __version__
-from megaflow.cli import config_cmd, inspect_cmd, run_cmd
+from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd
 from megaflow.cli.common import console
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app.command("run")(run_cmd.run)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
+app.command("bench")(bench_cmd.bench)
 
 
 @app.command()
