@@ -1,0 +1,18 @@
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Num:
+    value: float
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str
+    left: object
+    right: object
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: object

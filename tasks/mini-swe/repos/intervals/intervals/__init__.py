@@ -1,0 +1,4 @@
+from intervals.interval import Interval
+from intervals.intervalset import IntervalSet
+
+__all__ = ["Interval", "IntervalSet"]

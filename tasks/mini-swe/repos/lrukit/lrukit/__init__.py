@@ -1,0 +1,4 @@
+from lrukit.cache import LRUCache
+from lrukit.linked import DoublyLinkedList, Node
+
+__all__ = ["DoublyLinkedList", "LRUCache", "Node"]
