@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,model,container,parquet]'
+	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -42,6 +42,9 @@ fmt: $(STAMP)
 
 bench: $(STAMP) sysdeps
 	$(VENV)/bin/megaflow bench
+
+proto: $(STAMP)
+	$(PY) -m megaflow.rpc.codegen
 
 clean:
 	rm -rf $(VENV) .megaflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""gRPC services and clients for MegaFlow; see docs/rpc.md."""
