@@ -1,0 +1,69 @@
+"""The transformers backend generating from a tiny random-weights model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from megaflow.core.errors import ModelError
+from megaflow.model.config import TransformersModelConfig
+from megaflow.model.factory import make_model_client
+from megaflow.model.transformers_lm import build_tiny_model, parse_tool_calls
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-lm"))
+
+
+@pytest.mark.slow
+async def test_generates_and_records_token_ids_and_logprobs(tiny_model: Path) -> None:
+    cfg = TransformersModelConfig(model=str(tiny_model), max_new_tokens=8)
+    async with make_model_client(cfg) as client:
+        messages = [{"role": "user", "content": "fix the bug in the python code"}]
+        out = await client.chat(messages, trajectory_id="t")
+        again = await client.chat(messages, trajectory_id="t")
+        (c1, c2) = await client.calls("t")
+    assert out.completion_tokens == 8
+    assert out.finish_reason == "length"
+    assert out.prompt_tokens > 0
+    assert out.token_ids is not None
+    assert len(out.token_ids) == 8
+    assert out.logprobs is not None
+    assert all(lp <= 0 for lp in out.logprobs)
+    assert again.token_ids == out.token_ids  # greedy decoding is deterministic
+    assert c1.token_ids == out.token_ids
+    assert c1.logprobs == out.logprobs
+    assert c2.request["messages"] == messages
+
+
+@pytest.mark.slow
+async def test_sampling_with_a_seed_and_a_token_limit(tiny_model: Path) -> None:
+    cfg = TransformersModelConfig(model=str(tiny_model), temperature=1.0)
+    async with make_model_client(cfg) as client:
+        msgs = [{"role": "user", "content": "write a test"}]
+        a = await client.chat(msgs, seed=3, max_tokens=5)
+        b = await client.chat(msgs, seed=3, max_tokens=5)
+    assert a.token_ids == b.token_ids
+    assert len(a.token_ids or []) == 5
+
+
+async def test_missing_model_directory_is_a_model_error(tmp_path: Path) -> None:
+    cfg = TransformersModelConfig(model=str(tmp_path / "absent"))
+    client = make_model_client(cfg)
+    with pytest.raises(ModelError, match="does not exist"):
+        await client.start()
+
+
+def test_tool_calls_are_parsed_from_text() -> None:
+    text = 'Let me look.<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    content, calls = parse_tool_calls(text)
+    assert content == "Let me look."
+    assert calls[0]["function"]["name"] == "bash"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"command": "ls"}
+    assert parse_tool_calls("<tool_call>{not json}</tool_call>") == (
+        "<tool_call>{not json}</tool_call>",
+        [],
+    )
