@@ -16,6 +16,24 @@ class LocalRuntimeConfig(_Cfg):
 
     type: Literal["local"] = "local"
     root: str = Field(".megaflow/sandboxes", description="Where sandbox workspaces live.")
+    cgroups: Literal["auto", "v1", "v2", "off"] = Field(
+        "auto", description="cgroup version for limits and stats; 'off' means neither."
+    )
+    image_cache_mb: int = Field(
+        4096, ge=1, description="Size limit of unpacked root filesystem images (LRU)."
+    )
+    hide: list[str] = Field(
+        default_factory=lambda: ["/home"],
+        description="Host paths hidden from 'host' image sandboxes (/root always is).",
+    )
+    hide_checkout: bool = Field(
+        True, description="Hide the git checkout the runtime was started in."
+    )
+    start_timeout_s: float = Field(30.0, gt=0, description="Longest wait for a sandbox start.")
+    setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")
+    reap_interval_s: float = Field(
+        30.0, gt=0, description="How often expired sandboxes (past their TTL) are destroyed."
+    )
 
 
 class ContainerRuntimeConfig(_Cfg):
@@ -23,6 +41,23 @@ class ContainerRuntimeConfig(_Cfg):
 
     type: Literal["container"] = "container"
     base_url: str | None = Field(None, description="Docker API URL; None uses DOCKER_HOST.")
+    namespace: str = Field(
+        "megaflow",
+        pattern=r"^[a-z0-9][a-z0-9_.-]*$",
+        description="Label and name prefix; list and reap see only this namespace.",
+    )
+    pull: Literal["missing", "never", "always"] = Field(
+        "missing", description="When to pull a named image from its registry."
+    )
+    host_image: str | None = Field(
+        None, description="Image used for specs asking for 'host'; None makes them an error."
+    )
+    init: bool = Field(True, description="Run an init as PID 1 so orphaned processes are reaped.")
+    api_timeout_s: float = Field(60.0, gt=0, description="Timeout of one engine API call.")
+    start_timeout_s: float = Field(30.0, gt=0, description="Longest wait for a sandbox start.")
+    setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")
+    max_connections: int = Field(64, ge=1, description="Connection pool size to the engine.")
+    reap_on_start: bool = Field(True, description="Reap orphaned containers when starting.")
 
 
 class DummyRuntimeConfig(_Cfg):
@@ -41,6 +76,9 @@ class PoolConfig(_Cfg):
     min: int = Field(0, ge=0, description="Sandboxes kept per spec (persistent mode).")
     max: int = Field(64, ge=1, description="Most sandboxes per spec (persistent mode).")
     warm_share: float = Field(0.2, ge=0, le=1, description="Spare started sandboxes, as a share.")
+    refill_per_s: float = Field(
+        20.0, gt=0, description="Most sandbox starts per second when refilling spares."
+    )
 
 
 class EnvironmentConfig(_Cfg):

@@ -1,0 +1,214 @@
+"""cgroup limits and statistics for local sandboxes, on cgroup v1 or v2.
+
+Each sandbox gets one group per controller, at
+``<controller mount>/megaflow/<owner>/<sandbox id>`` where ``<owner>`` names
+the MegaFlow process (pid and start time) that made it. The reaper uses that
+owner part to find groups a crashed process left behind. On v1 there is one
+hierarchy per controller (memory, cpu, cpuacct, pids); on v2 a single unified
+hierarchy with the three controllers enabled below ``megaflow``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from megaflow.core.errors import ConfigError
+from megaflow.environment.abstract import SandboxResources, SandboxStats
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+GROUP = "megaflow"
+V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
+V2_CONTROLLERS = ("memory", "cpu", "pids")
+CFS_PERIOD_US = 100_000
+CgroupMode = Literal["auto", "v1", "v2", "off"]
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _read_int(path: Path, default: int = 0) -> int:
+    try:
+        text = path.read_text().split()
+        return int(text[0]) if text and text[0] != "max" else default
+    except (OSError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where the controllers are mounted, and which cgroup version they speak."""
+
+    version: Literal[1, 2]
+    mounts: dict[str, Path]  # controller -> hierarchy root of our groups' parent
+
+    def base(self, controller: str) -> Path:
+        return self.mounts[controller] / GROUP
+
+    def bases(self) -> list[Path]:
+        return sorted({self.base(c) for c in self.mounts})
+
+    def prepare(self) -> None:
+        """Create ``megaflow/`` in every hierarchy (and enable v2 controllers)."""
+        for base in self.bases():
+            base.mkdir(exist_ok=True)
+        if self.version == 2:
+            root = self.mounts["memory"]
+            wanted = " ".join("+" + c for c in V2_CONTROLLERS)
+            for level in (root, root / GROUP):
+                _write(level / "cgroup.subtree_control", wanted)
+
+    def create(self, owner: str, sandbox_id: str, res: SandboxResources) -> SandboxCgroup:
+        group = SandboxCgroup(self, owner, sandbox_id)
+        try:
+            for base in self.bases():
+                (base / owner).mkdir(exist_ok=True)
+                if self.version == 2:
+                    _write(base / owner / "cgroup.subtree_control", "+memory +cpu +pids")
+                (base / owner / sandbox_id).mkdir()
+            group.limit(res)
+        except BaseException:
+            group.remove()
+            raise
+        return group
+
+
+def detect(mode: CgroupMode, root: Path = CGROUP_ROOT) -> CgroupLayout | None:
+    """Find usable controllers. ``auto`` prefers v2 when it has all three
+    controllers, else v1; ``off`` gives None (no limits, no stats)."""
+    if mode == "off":
+        return None
+    v2_dir = root if (root / "cgroup.controllers").exists() else root / "unified"
+    v2_ok = (v2_dir / "cgroup.controllers").exists() and set(V2_CONTROLLERS) <= set(
+        (v2_dir / "cgroup.controllers").read_text().split()
+    )
+    v1_mounts = {c: root / c for c in V1_CONTROLLERS if (root / c / "cgroup.procs").exists()}
+    if mode in ("auto", "v2") and v2_ok:
+        layout = CgroupLayout(2, dict.fromkeys(V2_CONTROLLERS, v2_dir))
+    elif mode in ("auto", "v1") and len(v1_mounts) == len(V1_CONTROLLERS):
+        layout = CgroupLayout(1, v1_mounts)
+    else:
+        missing = [c for c in V1_CONTROLLERS if c not in v1_mounts]
+        ctl = v2_dir / "cgroup.controllers"
+        have = ctl.read_text().split() if ctl.exists() else []
+        raise ConfigError(
+            f"cgroup mode {mode!r} is not usable here: v2 at {v2_dir} has controllers "
+            f"{have or 'none'} (needs {list(V2_CONTROLLERS)}), v1 is missing {missing}. "
+            "Mount the memory, cpu and pids controllers, "
+            "or set the local runtime's cgroups option to 'off' (no limits, no stats)"
+        )
+    try:
+        layout.prepare()
+    except OSError as e:
+        raise ConfigError(
+            f"cannot create cgroups under {layout.bases()[0].parent}: {e}. Run as root "
+            "with a writable cgroup filesystem, or set the cgroups option to 'off'"
+        ) from e
+    return layout
+
+
+class SandboxCgroup:
+    """The groups of one sandbox: limits, membership, stats, kill, remove."""
+
+    def __init__(self, layout: CgroupLayout, owner: str, sandbox_id: str) -> None:
+        self.layout = layout
+        self.dirs = {c: layout.base(c) / owner / sandbox_id for c in layout.mounts}
+
+    def paths(self) -> list[Path]:
+        return sorted(set(self.dirs.values()))
+
+    def procs_files(self) -> list[str]:
+        return [str(p / "cgroup.procs") for p in self.paths()]
+
+    def limit(self, res: SandboxResources) -> None:
+        mem = res.memory_mb * 1024 * 1024
+        quota = int(res.cpus * CFS_PERIOD_US)
+        if self.layout.version == 1:
+            _write(self.dirs["memory"] / "memory.limit_in_bytes", str(mem))
+            _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+            _write(self.dirs["pids"] / "pids.max", str(res.pids))
+        else:
+            d = self.dirs["memory"]
+            _write(d / "memory.max", str(mem))
+            if (d / "memory.swap.max").exists():
+                _write(d / "memory.swap.max", "0")
+            _write(d / "cpu.max", f"{quota} {CFS_PERIOD_US}")
+            _write(d / "pids.max", str(res.pids))
+
+    def stats(self) -> SandboxStats:
+        if self.layout.version == 1:
+            return SandboxStats(
+                cpu_seconds=_read_int(self.dirs["cpuacct"] / "cpuacct.usage") / 1e9,
+                memory_bytes=_read_int(self.dirs["memory"] / "memory.usage_in_bytes"),
+                memory_peak_bytes=_read_int(self.dirs["memory"] / "memory.max_usage_in_bytes"),
+                pids=_read_int(self.dirs["pids"] / "pids.current"),
+            )
+        d = self.dirs["memory"]
+        usage = 0
+        try:
+            for line in (d / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    usage = int(line.split()[1])
+        except OSError:
+            pass
+        return SandboxStats(
+            cpu_seconds=usage / 1e6,
+            memory_bytes=_read_int(d / "memory.current"),
+            memory_peak_bytes=_read_int(d / "memory.peak"),
+            pids=_read_int(d / "pids.current"),
+        )
+
+    def oom_kills(self) -> int:
+        """How many processes the memory limit has killed."""
+        if self.layout.version == 1:
+            return _read_int(self.dirs["memory"] / "memory.failcnt")
+        try:
+            for line in (self.dirs["memory"] / "memory.events").read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def pids_in(self) -> set[int]:
+        return pids_in(self.paths())
+
+    def remove(self, timeout: float = 5.0) -> None:
+        remove_groups(self.paths(), timeout)
+
+
+def pids_in(paths: list[Path]) -> set[int]:
+    found: set[int] = set()
+    for path in paths:
+        try:
+            found.update(int(p) for p in (path / "cgroup.procs").read_text().split())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def remove_groups(paths: list[Path], timeout: float = 5.0) -> None:
+    """Kill whatever still runs in the groups, then remove them (deepest first)."""
+    deadline = time.monotonic() + timeout
+    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+        while path.exists():
+            for pid in pids_in([path]):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)

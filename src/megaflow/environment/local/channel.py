@@ -1,0 +1,111 @@
+"""The host's end of the pipe to a sandbox's exec server.
+
+Requests are framed as in :mod:`megaflow.environment.local.server`; many may
+be in flight at once, and one reader task matches replies to callers by id.
+When the server dies every waiting call fails with ``SandboxError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import marshal
+import struct
+from typing import Any
+
+from megaflow.core.errors import NotFound, SandboxError, SandboxTimeout
+
+HDR = struct.Struct(">II")
+MARSHAL_VERSION = 4
+Reply = tuple[dict[str, Any], bytes]
+
+
+def frame(head: dict[str, Any], body: bytes = b"") -> bytes:
+    raw = marshal.dumps(head, MARSHAL_VERSION)
+    return HDR.pack(len(raw), len(body)) + raw + body
+
+
+class Channel:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str):
+        self._reader = reader
+        self._writer = writer
+        self._name = name
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[Reply]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._closed: str | None = None
+
+    async def _read_frame(self) -> Reply:
+        hlen, blen = HDR.unpack(await self._reader.readexactly(HDR.size))
+        head = marshal.loads(await self._reader.readexactly(hlen))
+        body = await self._reader.readexactly(blen) if blen else b""
+        return head, body
+
+    async def wait_ready(self) -> dict[str, Any]:
+        """Wait for the server's hello, then start matching replies."""
+        try:
+            head, _ = await self._read_frame()
+        except (asyncio.IncompleteReadError, ConnectionError) as e:
+            raise SandboxError(f"sandbox {self._name}: exec server exited while starting") from e
+        if head.get("op") != "ready":
+            raise SandboxError(f"sandbox {self._name}: unexpected hello {head!r}")
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+        return head
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                head, body = await self._read_frame()
+                fut = self._waiting.pop(head.get("id", -1), None)
+                if fut is not None and not fut.done():
+                    fut.set_result((head, body))
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError, TypeError):
+            self._fail("the sandbox's exec server exited (killed, or out of memory)")
+
+    def _fail(self, reason: str) -> None:
+        self._closed = reason
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(SandboxError(f"sandbox {self._name}: {reason}"))
+        self._waiting.clear()
+
+    async def call(
+        self, head: dict[str, Any], body: bytes = b"", timeout: float | None = None
+    ) -> Reply:
+        """Send one request and wait for its reply. Errors the server reports
+        for the request come back as ``NotFound`` (no such file) or ``SandboxError``."""
+        if self._closed is not None:
+            raise SandboxError(f"sandbox {self._name}: {self._closed}")
+        self._next += 1
+        rid = head["id"] = self._next
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        try:
+            self._writer.write(frame(head, body))
+            await self._writer.drain()
+            reply, data = await asyncio.wait_for(fut, timeout)
+        except TimeoutError as e:
+            raise SandboxTimeout(
+                f"sandbox {self._name}: no answer to {head['op']!r} within {timeout} s"
+            ) from e
+        except (ConnectionError, RuntimeError) as e:
+            raise SandboxError(f"sandbox {self._name}: exec server is gone ({e})") from e
+        finally:
+            self._waiting.pop(rid, None)
+        if "error" in reply:
+            where = head.get("path") or head.get("dest") or ""
+            if reply.get("errno") == errno.ENOENT:
+                raise NotFound(f"sandbox {self._name}: no such file {where!r}")
+            raise SandboxError(f"sandbox {self._name}: {head['op']} {where!r}: {reply['error']}")
+        return reply, data
+
+    async def close(self) -> None:
+        self._fail("the sandbox was destroyed")
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        if not self._writer.is_closing():
+            self._writer.close()

@@ -1,0 +1,164 @@
+"""Build the one bubblewrap command line that starts a local sandbox.
+
+The sandbox's root is bubblewrap's own tmpfs, made read-only at the end; each
+top-level entry of the image (the host root, or an unpacked root filesystem)
+is bound into it read-only, so mount points for the workspace can be created
+anywhere. Writable state lives in three host directories bound over the
+workdir, ``/tmp`` and ``/root``; everything else is read-only or hidden.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from megaflow.core.errors import SandboxStartError
+
+BWRAP_PACKAGE = "bubblewrap"
+HOST_PYTHON = Path("/usr/bin/python3")
+HOST_USR_IN_SANDBOX = "/.megaflow/usr"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Top-level host entries never bound from the host root: private or replaced.
+_SKIP_TOP = {"proc", "dev", "tmp", "run", "root", "lost+found", "old_root"}
+# Boot loader given to python -c: read the server's source from stdin, run it.
+_BOOT = (
+    "import os,sys\nn=int(sys.argv[1]);b=b''\n"
+    "while len(b)<n:b+=os.read(0,n-len(b))\n"
+    "exec(compile(b,'mfserver','exec'))"
+)
+
+
+def find_bwrap() -> str:
+    """The ``bwrap`` binary, or an error naming the package that provides it."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxStartError(
+            f"'bwrap' was not found on PATH; install the {BWRAP_PACKAGE!r} package "
+            f"(apt-get install {BWRAP_PACKAGE}) or use another runtime"
+        )
+    return found
+
+
+def elf_interpreter(path: Path) -> str | None:
+    """The PT_INTERP (dynamic loader) of a 64-bit ELF file, or None when static."""
+    with path.open("rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+            return None
+        e = "<" if head[5] == 1 else ">"
+        phoff = struct.unpack_from(e + "Q", head, 32)[0]
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        for i in range(phnum):
+            base = i * phentsize
+            if struct.unpack_from(e + "I", table, base)[0] == 3:  # PT_INTERP
+                offset = struct.unpack_from(e + "Q", table, base + 8)[0]
+                size = struct.unpack_from(e + "Q", table, base + 32)[0]
+                f.seek(offset)
+                return f.read(size).rstrip(b"\0").decode()
+    return None
+
+
+@dataclass
+class ServerCommand:
+    """How to start the exec server inside the sandbox."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    extra_binds: list[str] = field(default_factory=list)
+
+
+def server_command(source_len: int, host_root: bool) -> ServerCommand:
+    """Run the host's python3 as the server; inside a foreign root filesystem
+    the host's /usr is bound at a hidden path and python is started through
+    the host's dynamic loader, so the image itself needs no python."""
+    if not HOST_PYTHON.exists():
+        raise SandboxStartError(
+            f"{HOST_PYTHON} is missing; the local runtime needs the host's 'python3' "
+            "package (apt-get install python3)"
+        )
+    tail = ["-I", "-S", "-c", _BOOT, str(source_len)]
+    if host_root:
+        return ServerCommand([str(HOST_PYTHON), *tail])
+    python = HOST_PYTHON.resolve()
+    interp = elf_interpreter(python)
+    if interp is None or not Path(interp).resolve().is_relative_to("/usr"):
+        raise SandboxStartError(
+            f"cannot run the host's {python} inside a root filesystem image: its loader "
+            f"{interp!r} is not under /usr; use image 'host' instead"
+        )
+
+    def inside(p: Path) -> str:
+        return HOST_USR_IN_SANDBOX + str(p)[len("/usr") :]
+
+    loader = Path(interp).resolve()
+    libdirs = ":".join([inside(loader.parent), HOST_USR_IN_SANDBOX + "/lib"])
+    argv = [inside(loader), "--library-path", libdirs, inside(python), *tail]
+    return ServerCommand(
+        argv,
+        env={"PYTHONHOME": HOST_USR_IN_SANDBOX},
+        extra_binds=["--ro-bind", "/usr", HOST_USR_IN_SANDBOX],
+    )
+
+
+@dataclass
+class LaunchPlan:
+    """Everything one sandbox's bubblewrap command needs."""
+
+    image_root: Path  # "/" for the host image
+    rw_dir: Path  # holds ws/, tmp/, home/
+    workdir: str
+    network: str
+    hide: list[Path]
+    source_len: int
+    hostname: str = "sandbox"
+
+
+def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -> list[str]:
+    """The bubblewrap argv running the exec server, or ``command`` on a terminal."""
+    host_root = plan.image_root == Path("/")
+    server = server_command(plan.source_len, host_root)
+    if command is not None:
+        server = ServerCommand(command)
+    args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc"]
+    args += ["--unshare-uts", "--hostname", plan.hostname]
+    if command is None:  # no terminal to steal input from; shells need job control
+        args.append("--new-session")
+    if plan.network != "host":  # 'none' and 'loopback': an own namespace, only lo
+        args.append("--unshare-net")
+    args += ["--clearenv"]
+    for key, value in server.env.items():
+        args += ["--setenv", key, value]
+    for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
+        if entry.name in _SKIP_TOP or (not host_root and entry.name == "sys"):
+            continue
+        target = "/" + entry.name
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), target]
+        elif entry.is_dir() or entry.is_file():
+            args += ["--ro-bind", entry.path, target]
+    if host_root:
+        for path in plan.hide:
+            top = path.parts[1] if len(path.parts) > 1 else ""
+            if top in _SKIP_TOP or not (plan.image_root / top).exists():
+                continue  # not visible in the sandbox anyway
+            if path.is_dir():
+                args += ["--tmpfs", str(path)]
+            elif path.exists():
+                args += ["--ro-bind", "/dev/null", str(path)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/run"]
+    args += server.extra_binds
+    args += ["--bind", str(plan.rw_dir / "tmp"), "/tmp"]
+    args += ["--bind", str(plan.rw_dir / "home"), "/root"]
+    args += ["--bind", str(plan.rw_dir / "ws"), plan.workdir]
+    args += ["--remount-ro", "/", "--chdir", plan.workdir, *server.argv]
+    return args
+
+
+def default_env(workdir: str) -> dict[str, str]:
+    """The environment every command starts from, before the spec's and the call's."""
+    return {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "PWD": workdir}

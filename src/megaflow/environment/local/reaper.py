@@ -1,0 +1,90 @@
+"""Remove what a crashed MegaFlow process left behind on this host.
+
+A sandbox is an orphan when the process that recorded it is gone (its pid
+and start time no longer match) or its deadline has passed. For each orphan
+the reaper kills the bubblewrap process and everything in its cgroups,
+unmounts anything mounted below its directory, removes its cgroups and its
+directory. cgroups of dead MegaFlow processes are removed even when their
+directory is already gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from megaflow.environment.local.cgroups import CgroupLayout, remove_groups
+from megaflow.environment.local.records import SandboxRecord, key_alive
+
+STRAY_DIR_AGE_S = 300  # a directory without a record younger than this may still be starting
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points at or below ``path`` in this mount namespace."""
+    prefix = str(path.resolve())
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point == prefix or point.startswith(prefix + "/"):
+                found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+class Reaper:
+    def __init__(self, sandbox_root: Path, layout: CgroupLayout | None, process: str) -> None:
+        self.root = sandbox_root
+        self.layout = layout
+        self.process = process
+
+    def reap(self, live: set[str]) -> int:
+        """Remove every orphan; return how many sandboxes were removed."""
+        count = 0
+        now = time.time()
+        if self.root.is_dir():
+            for entry in self.root.iterdir():
+                if entry.name in live:
+                    continue
+                record = SandboxRecord.load(entry)
+                if record is None:
+                    if now - entry.stat().st_mtime > STRAY_DIR_AGE_S:
+                        self._remove_dir(entry)
+                        count += 1
+                    continue
+                owned = record.process == self.process or key_alive(record.process)
+                if owned and record.deadline > now:
+                    continue
+                self.kill(record)
+                self._remove_dir(entry)
+                count += 1
+        self._reap_cgroups()
+        return count
+
+    def kill(self, record: SandboxRecord) -> None:
+        if record.bwrap_alive() and record.bwrap_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.bwrap_pid, signal.SIGKILL)
+        paths = [Path(p) for p in record.cgroups]
+        remove_groups([p for p in paths if p.exists()])
+
+    def _remove_dir(self, directory: Path) -> None:
+        for point in mounts_below(directory):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def _reap_cgroups(self) -> None:
+        if self.layout is None:
+            return
+        for base in self.layout.bases():
+            if not base.is_dir():
+                continue
+            for owner in base.iterdir():
+                if not owner.is_dir() or owner.name == self.process or key_alive(owner.name):
+                    continue
+                groups = [p for p in owner.iterdir() if p.is_dir()]
+                remove_groups([*groups, owner])

@@ -1,0 +1,246 @@
+"""The ``local`` runtime: each sandbox is one long-lived bubblewrap process.
+
+``create`` makes the sandbox's directories and cgroups, starts bubblewrap
+(new user, pid, ipc, uts and, unless ``network: host``, net namespaces) with
+the exec server inside, places files and the repository, runs the setup
+commands and snapshots the writable state for later resets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from megaflow.core.errors import InvalidInput, MegaFlowError, SandboxStartError
+from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxInfo
+from megaflow.environment.config import LocalRuntimeConfig
+from megaflow.environment.local import cgroups, launcher, workspace
+from megaflow.environment.local.channel import Channel
+from megaflow.environment.local.images import ImageCache
+from megaflow.environment.local.reaper import Reaper
+from megaflow.environment.local.records import SandboxRecord, process_key, start_time
+from megaflow.environment.local.sandbox import LocalSandbox
+from megaflow.monitoring.environment import EnvironmentMetrics
+
+# Put this shell (and so the bwrap it becomes) into the sandbox's cgroups first.
+_ATTACH = 'IFS=:; for f in $MF_CGROUP_PROCS; do echo $$ > "$f" || exit 121; done; exec "$@"'
+MIN_MEMORY_MB = 32  # the exec server alone needs about 10 MiB
+
+
+def _checkout_of(path: Path) -> Path | None:
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def _mem_total() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class LocalRuntime(Runtime):
+    name = "local"
+
+    def __init__(
+        self, cfg: LocalRuntimeConfig | None = None, metrics: EnvironmentMetrics | None = None
+    ) -> None:
+        self.cfg = cfg or LocalRuntimeConfig()
+        self.metrics = metrics
+        self.root = Path(self.cfg.root).absolute()
+        self.images = ImageCache(self.root / "images", self.cfg.image_cache_mb * 1024 * 1024)
+        self.sandboxes: dict[str, LocalSandbox] = {}
+        self.layout: cgroups.CgroupLayout | None = None
+        self.process = process_key()
+        self.hide: list[Path] = []
+        self._bwrap = ""
+        self._source = b""
+        self._started = False
+        self._reap_task: asyncio.Task[None] | None = None
+
+    @property
+    def sandbox_root(self) -> Path:
+        return self.root / "boxes"
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._bwrap = launcher.find_bwrap()
+        self.layout = cgroups.detect(self.cfg.cgroups)
+        self.sandbox_root.mkdir(parents=True, exist_ok=True)
+        self._source = (Path(__file__).parent / "server.py").read_bytes()
+        hide = [Path(p) for p in self.cfg.hide] + [self.root]
+        checkout = _checkout_of(Path.cwd()) if self.cfg.hide_checkout else None
+        self.hide = [*hide, *([checkout] if checkout else [])]
+        self._started = True
+        await self.reap_orphans()
+        self._reap_task = asyncio.get_running_loop().create_task(self._reap_loop())
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.reap_interval_s)
+            await self.reap_orphans()
+
+    async def stop(self) -> None:
+        if self._reap_task is not None:
+            self._reap_task.cancel()
+            try:
+                await self._reap_task
+            except asyncio.CancelledError:
+                pass
+            self._reap_task = None
+        await asyncio.gather(*(sb.teardown() for sb in list(self.sandboxes.values())))
+        if self.layout is not None:  # other runtimes of this process may still use it
+            for base in self.layout.bases():
+                with contextlib.suppress(OSError):
+                    (base / self.process).rmdir()
+        self._started = False
+
+    def _check(self, spec: EnvironmentSpec) -> None:
+        res = spec.resources
+        cpus = os.cpu_count() or 1
+        if res.cpus > cpus:
+            raise InvalidInput(f"spec asks for {res.cpus} cpus but this machine has {cpus}")
+        if res.memory_mb < MIN_MEMORY_MB or res.memory_mb * 1024 * 1024 > _mem_total():
+            raise InvalidInput(
+                f"spec memory_mb={res.memory_mb} is impossible here: give between "
+                f"{MIN_MEMORY_MB} and {_mem_total() // 2**20} MiB"
+            )
+        if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
+            raise InvalidInput(f"spec workdir {spec.workdir!r} must be an absolute path of its own")
+
+    async def create(self, spec: EnvironmentSpec, owner: str | None = None) -> LocalSandbox:
+        if not self._started:
+            await self.start()
+        self._check(spec)
+        t0 = time.perf_counter()
+        sid = uuid.uuid4().hex[:12]
+        now = time.time()
+        info = SandboxInfo(
+            id=sid, runtime=self.name, state="starting", owner=owner,
+            created_at=now, deadline=now + spec.ttl_s, image=spec.image,
+        )  # fmt: skip
+        directory = self.sandbox_root / sid
+        base_env = {**launcher.default_env(spec.workdir), **spec.env}
+        sb = LocalSandbox(info, spec, directory, base_env, self.metrics, self._gone)
+        if self.metrics is not None:
+            self.metrics.moved(self.name, None, "starting")
+        self.sandboxes[sid] = sb
+        try:
+            await self._launch(sb, spec)
+            for command in spec.setup:
+                result = await sb.exec(command, timeout=self.cfg.setup_timeout_s)
+                if not result.ok:
+                    raise SandboxStartError(
+                        f"setup command {command!r} failed with exit code {result.exit_code}"
+                        f"{' (timed out)' if result.timed_out else ''}: {result.stderr[-2000:]}"
+                    )
+            await asyncio.to_thread(workspace.snapshot, directory)
+        except BaseException as e:
+            if self.metrics is not None:
+                self.metrics.failed(self.name, "start")
+            await asyncio.shield(sb.teardown())
+            if isinstance(e, MegaFlowError | asyncio.CancelledError):
+                raise
+            raise SandboxStartError(f"cannot start a local sandbox ({spec.image}): {e}") from e
+        sb.set_state("ready")
+        if self.metrics is not None:
+            self.metrics.start_seconds.labels(self.name, "cold").observe(time.perf_counter() - t0)
+        return sb
+
+    async def _launch(self, sb: LocalSandbox, spec: EnvironmentSpec) -> None:
+        directory = sb.dir
+        rw = workspace.make_dirs(directory)
+        record = SandboxRecord(
+            id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
+            created_at=sb.info.created_at, image=spec.image, process=self.process,
+        )  # fmt: skip
+        record.save(directory)
+        if spec.image == "host":
+            image_root: Path = Path("/")
+        else:
+            t_img = time.perf_counter()
+            image_root, sb.image_key = await asyncio.to_thread(self.images.resolve, spec.image)
+            if self.metrics is not None and time.perf_counter() - t_img > 0.05:
+                self.metrics.image_load_seconds.labels(self.name).observe(
+                    time.perf_counter() - t_img
+                )
+        if spec.files or spec.repo:
+            await asyncio.to_thread(self._populate, rw, spec)
+        env: dict[str, str] = {}
+        if self.layout is not None:
+            sb.cgroup = self.layout.create(self.process, sb.id, spec.resources)
+            record.cgroups = [str(p) for p in sb.cgroup.paths()]
+            env["MF_CGROUP_PROCS"] = ":".join(sb.cgroup.procs_files())
+        plan = launcher.LaunchPlan(
+            image_root=image_root, rw_dir=rw, workdir=spec.workdir, network=spec.network,
+            hide=self.hide, source_len=len(self._source),
+        )  # fmt: skip
+        argv = launcher.bwrap_argv(self._bwrap, plan)
+        with (directory / "bwrap.log").open("wb") as log:
+            sb.proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", _ATTACH, "sh", *argv, env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+                limit=2**24,
+            )  # fmt: skip
+        record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
+        record.save(directory)
+        assert sb.proc.stdin is not None
+        assert sb.proc.stdout is not None
+        sb.proc.stdin.write(self._source)
+        sb.channel = Channel(sb.proc.stdout, sb.proc.stdin, sb.id)
+        try:
+            await asyncio.wait_for(sb.channel.wait_ready(), self.cfg.start_timeout_s)
+        except (MegaFlowError, TimeoutError) as e:
+            log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
+            raise SandboxStartError(
+                f"sandbox {sb.id} did not start: {e}; bubblewrap said: {log_text[-1000:] or '-'}"
+            ) from e
+
+    @staticmethod
+    def _populate(rw: Path, spec: EnvironmentSpec) -> None:
+        if spec.repo:
+            workspace.place_repo(rw, spec.repo)
+        workspace.place_files(rw, spec.files)
+
+    def _gone(self, sb: LocalSandbox) -> None:
+        self.sandboxes.pop(sb.id, None)
+        self.images.release(sb.image_key)
+        sb.image_key = None
+
+    async def get(self, sandbox_id: str) -> LocalSandbox | None:
+        return self.sandboxes.get(sandbox_id)
+
+    async def list(self) -> list[SandboxInfo]:
+        return [sb.info.model_copy() for sb in self.sandboxes.values()]
+
+    async def destroy(self, sandbox_id: str) -> None:
+        sb = self.sandboxes.get(sandbox_id)
+        if sb is not None:
+            await sb.teardown()
+
+    async def reap_orphans(self) -> int:
+        """Destroy this runtime's sandboxes past their deadline, and remove what a
+        dead MegaFlow process left behind: processes, cgroups, directories."""
+        now = time.time()
+        expired = [sb for sb in self.sandboxes.values() if sb.info.deadline < now]
+        for sb in expired:
+            await sb.teardown()
+        if self.metrics is not None and expired:
+            self.metrics.failures.labels(self.name, "reaped").inc(len(expired))
+        live = {sb.id for sb in self.sandboxes.values()}
+        reaper = Reaper(self.sandbox_root, self.layout, self.process)
+        orphans = await asyncio.to_thread(reaper.reap, live)
+        return len(expired) + orphans
+
+    def remove_all_images(self) -> None:
+        """Empty the image cache (for ``sandbox gc --images``)."""
+        shutil.rmtree(self.images.root, ignore_errors=True)

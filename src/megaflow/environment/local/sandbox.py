@@ -1,0 +1,171 @@
+"""One local sandbox: a bubblewrap process whose exec server runs our requests."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from megaflow.core.errors import SandboxError
+from megaflow.environment.abstract import (
+    DEFAULT_OUTPUT_CAP,
+    EnvironmentSpec,
+    ExecResult,
+    Sandbox,
+    SandboxInfo,
+    SandboxStats,
+)
+from megaflow.environment.local import workspace
+from megaflow.environment.local.cgroups import SandboxCgroup
+from megaflow.environment.local.channel import Channel
+from megaflow.monitoring.environment import EnvironmentMetrics
+
+HOST_GRACE_S = 15.0  # how much longer than a command's timeout the host waits for its reply
+
+
+class LocalSandbox(Sandbox):
+    def __init__(
+        self,
+        info: SandboxInfo,
+        spec: EnvironmentSpec,
+        directory: Path,
+        base_env: dict[str, str],
+        metrics: EnvironmentMetrics | None,
+        on_gone: Callable[[LocalSandbox], None],
+    ) -> None:
+        self.info = info
+        self.spec = spec
+        self.dir = directory
+        self.base_env = base_env
+        self.metrics = metrics
+        self.proc: asyncio.subprocess.Process | None = None
+        self.channel: Channel | None = None
+        self.cgroup: SandboxCgroup | None = None
+        self.image_key: str | None = None
+        self._on_gone = on_gone
+        self._busy = 0
+        self._destroyed = False
+        self._teardown_lock = asyncio.Lock()
+
+    def set_state(self, state: str) -> None:
+        if self.metrics is not None and state != self.info.state:
+            self.metrics.moved("local", self.info.state, state)
+        self.info.state = state  # type: ignore[assignment]
+
+    def _chan(self) -> Channel:
+        if self.channel is None or self._destroyed:
+            raise SandboxError(f"sandbox {self.id} is destroyed")
+        return self.channel
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
+
+    async def exec(
+        self,
+        command: str | list[str],
+        timeout: float | None = 60.0,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        if not argv:
+            raise SandboxError("exec needs a command")
+        head = {
+            "op": "exec",
+            "argv": argv,
+            "env": {**self.base_env, **(env or {})},
+            "cwd": self._path(cwd or "."),
+            "timeout": timeout,
+            "cap": output_cap,
+        }
+        chan = self._chan()
+        t0 = time.perf_counter()
+        self._busy += 1
+        if self.info.state == "ready":
+            self.set_state("busy")
+        try:
+            guard = None if timeout is None else timeout + HOST_GRACE_S
+            reply, body = await chan.call(head, timeout=guard)
+        except SandboxError:
+            if self.metrics is not None:
+                self.metrics.failed("local", "exec")
+            raise
+        finally:
+            self._busy -= 1
+            if self._busy == 0 and self.info.state == "busy":
+                self.set_state("ready")
+        split = reply["stdout_len"]
+        result = ExecResult(
+            exit_code=reply["exit_code"],
+            stdout=body[:split].decode(errors="replace"),
+            stderr=body[split:].decode(errors="replace"),
+            truncated=reply["truncated"],
+            timed_out=reply["timed_out"],
+            duration_s=reply["duration_s"],
+        )
+        if self.metrics is not None:
+            self.metrics.exec_seconds.labels("local").observe(time.perf_counter() - t0)
+            if result.timed_out:
+                self.metrics.failed("local", "timeout")
+        return result
+
+    async def read_file(self, path: str) -> bytes:
+        _, body = await self._chan().call({"op": "read", "path": self._path(path)})
+        return body
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        await self._chan().call({"op": "write", "path": self._path(path), "mode": mode}, data)
+
+    async def upload(self, tar_stream: bytes, dest: str) -> None:
+        await self._chan().call({"op": "upload", "dest": self._path(dest)}, tar_stream)
+
+    async def download(self, path: str) -> bytes:
+        _, body = await self._chan().call({"op": "download", "path": self._path(path)})
+        return body
+
+    async def reset(self) -> None:
+        await self._chan().call({"op": "reset"}, timeout=30.0)
+        await asyncio.to_thread(workspace.restore, self.dir)
+
+    async def stats(self) -> SandboxStats:
+        if self.cgroup is not None:
+            return await asyncio.to_thread(self.cgroup.stats)
+        return SandboxStats()
+
+    async def destroy(self) -> None:
+        await self.teardown()
+
+    async def teardown(self) -> None:
+        """Kill the sandbox's processes, remove its cgroups and directory. Idempotent."""
+        async with self._teardown_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+            t0 = time.perf_counter()
+            self.set_state("stopped")
+            try:
+                if self.channel is not None:
+                    await self.channel.close()
+                if self.proc is not None and self.proc.returncode is None:
+                    try:
+                        self.proc.send_signal(signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    await self.proc.wait()
+                if self.cgroup is not None:
+                    await asyncio.to_thread(self.cgroup.remove)
+                await asyncio.to_thread(shutil.rmtree, self.dir, True)
+            except BaseException:
+                if self.metrics is not None:
+                    self.metrics.failed("local", "teardown")
+                raise
+            finally:
+                self._on_gone(self)
+                if self.metrics is not None:
+                    self.metrics.moved("local", "stopped", None)
+                    self.metrics.teardown_seconds.labels("local").observe(time.perf_counter() - t0)

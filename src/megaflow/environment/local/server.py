@@ -1,0 +1,288 @@
+"""The exec server that lives inside every local sandbox.
+
+The host sends this file's text into a fresh sandbox, where the host's
+``python3`` runs it; from then on every command, file read or write and reset
+is one framed request over the sandbox's stdin/stdout pipe, so no bubblewrap
+process starts per command. It must stay standard-library only, start fast
+(few imports) and never import MegaFlow.
+
+Frame: ``>II`` (header length, body length), a header dict in ``marshal``
+format (version 4: plain types only, fast to load), then raw body bytes.
+Requests carry an ``id``; replies echo it. Commands run each in their own
+session (so a timeout kills the whole process group) with stdin on /dev/null.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import marshal
+import os
+import select
+import signal
+import struct
+import sys
+import time
+
+TYPE_CHECKING = False  # importing typing would cost the sandbox start several ms
+if TYPE_CHECKING:
+    from typing import Any
+
+    Head = dict[str, Any]
+
+HDR = struct.Struct(">II")
+CHUNK = 65536
+MARSHAL_VERSION = 4
+
+
+class Job:
+    """One running command: its pipes, what it printed, when it must die."""
+
+    def __init__(self, rid: int, pid: int, fds: tuple[int, int], cap: int, deadline: float) -> None:
+        self.rid, self.pid, self.fds, self.cap, self.deadline = rid, pid, fds, cap, deadline
+        self.bufs = (bytearray(), bytearray())
+        self.open = [True, True]
+        self.truncated = False
+        self.timed_out = False
+        self.started = time.monotonic()
+
+    def take(self, stream: int, data: bytes) -> None:
+        buf = self.bufs[stream]
+        room = self.cap - len(buf)
+        if len(data) > room:
+            self.truncated = True
+            data = data[: max(room, 0)]
+        buf += data
+
+
+class Server:
+    def __init__(self) -> None:
+        self.inbuf = bytearray()
+        self.jobs: dict[int, Job] = {}  # by pid
+        self.by_fd: dict[int, tuple[Job, int]] = {}
+        self.poll = select.poll()
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.devnull = os.open("/dev/null", os.O_RDONLY)
+
+    def send(self, head: Head, body: bytes = b"") -> None:
+        raw = marshal.dumps(head, MARSHAL_VERSION)
+        view = memoryview(HDR.pack(len(raw), len(body)) + raw + body)
+        while view:
+            view = view[os.write(1, view) :]
+
+    def run(self) -> None:
+        self.send({"op": "ready", "pid": os.getpid()})
+        self.poll.register(0, select.POLLIN)
+        self.poll.register(self.wake_r, select.POLLIN)
+        while True:
+            deadlines = [j.deadline for j in self.jobs.values() if not j.timed_out]
+            wait = min(deadlines) - time.monotonic() if deadlines else None
+            events = self.poll.poll(None if wait is None else max(wait, 0) * 1000 + 1)
+            for fd, _ in events:
+                if fd == 0:
+                    data = os.read(0, 1 << 20)
+                    if not data:
+                        return
+                    self.inbuf += data
+                    self.dispatch()
+                elif fd == self.wake_r:
+                    self.drain_wake()
+                elif fd in self.by_fd:
+                    self.read_pipe(fd)
+            self.reap()
+            self.kill_late()
+
+    def drain_wake(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def dispatch(self) -> None:
+        while len(self.inbuf) >= HDR.size:
+            hlen, blen = HDR.unpack_from(self.inbuf)
+            end = HDR.size + hlen + blen
+            if len(self.inbuf) < end:
+                return
+            head = marshal.loads(bytes(self.inbuf[HDR.size : HDR.size + hlen]))
+            body = bytes(self.inbuf[HDR.size + hlen : end])
+            del self.inbuf[:end]
+            try:
+                getattr(self, "op_" + head["op"])(head, body)
+            except OSError as e:
+                self.send({"id": head["id"], "error": e.strerror or str(e), "errno": e.errno})
+            except Exception as e:  # a bad request must not kill the server
+                self.send({"id": head["id"], "error": f"{type(e).__name__}: {e}", "errno": 0})
+
+    # -- commands ---------------------------------------------------------
+    def op_exec(self, head: Head, body: bytes) -> None:
+        argv = head["argv"]
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: own session, so a timeout kills the whole group
+            try:
+                os.setsid()
+                os.dup2(self.devnull, 0)
+                os.dup2(out_w, 1)
+                os.dup2(err_w, 2)  # every other fd of ours is close-on-exec (PEP 446)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, [])
+                try:  # the command, not this server, is what the OOM killer takes
+                    with open("/proc/self/oom_score_adj", "w") as f:
+                        f.write("1000")
+                except OSError:
+                    pass
+                os.chdir(head["cwd"])
+                os.execvpe(argv[0], argv, head["env"])
+            except BaseException as e:
+                os.write(2, f"megaflow: cannot run {argv[0]!r}: {e}\n".encode())
+            os._exit(127)
+        os.close(out_w)
+        os.close(err_w)
+        timeout = head.get("timeout")
+        deadline = time.monotonic() + timeout if timeout is not None else float("inf")
+        job = Job(head["id"], pid, (out_r, err_r), head["cap"], deadline)
+        self.jobs[pid] = job
+        for i, fd in enumerate(job.fds):
+            os.set_blocking(fd, False)
+            self.by_fd[fd] = (job, i)
+            self.poll.register(fd, select.POLLIN)
+
+    def read_pipe(self, fd: int, budget: int = 1) -> None:
+        job, i = self.by_fd[fd]
+        for _ in range(budget):
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                return
+            if not data:
+                self.close_pipe(fd)
+                return
+            job.take(i, data)
+
+    def close_pipe(self, fd: int) -> None:
+        job, i = self.by_fd.pop(fd)
+        job.open[i] = False
+        self.poll.unregister(fd)
+        os.close(fd)
+
+    def reap(self) -> None:
+        while self.jobs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            job = self.jobs.pop(pid, None)
+            if job is not None:
+                self.finish(job, status)
+
+    def finish(self, job: Job, status: int) -> None:
+        for fd in job.fds:  # what the command wrote before it exited is in the pipe
+            if fd in self.by_fd:
+                self.read_pipe(fd, budget=64)
+                if fd in self.by_fd:
+                    self.close_pipe(fd)
+        code = os.waitstatus_to_exitcode(status)
+        head = {
+            "id": job.rid,
+            "exit_code": 128 - code if code < 0 else code,
+            "stdout_len": len(job.bufs[0]),
+            "truncated": job.truncated,
+            "timed_out": job.timed_out,
+            "duration_s": time.monotonic() - job.started,
+        }
+        self.send(head, bytes(job.bufs[0]) + bytes(job.bufs[1]))
+
+    def kill_late(self) -> None:
+        now = time.monotonic()
+        for job in self.jobs.values():
+            if not job.timed_out and now >= job.deadline:
+                job.timed_out = True
+                try:
+                    os.killpg(job.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def op_ping(self, head: Head, body: bytes) -> None:
+        self.send({"id": head["id"], "pid": os.getpid()})
+
+    def op_read(self, head: Head, body: bytes) -> None:
+        with open(head["path"], "rb") as f:
+            self.send({"id": head["id"]}, f.read())
+
+    def op_write(self, head: Head, body: bytes) -> None:
+        path = head["path"]
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, head["mode"])
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, head["mode"])
+        finally:
+            os.close(fd)
+        self.send({"id": head["id"]})
+
+    def op_upload(self, head: Head, body: bytes) -> None:
+        import tarfile
+
+        os.makedirs(head["dest"], exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+            for member in tar.getmembers():  # stay below dest
+                name = os.path.normpath(member.name)
+                if name.startswith(("/", "..")) or member.isdev():
+                    raise ValueError(f"refusing tar member {member.name!r}")
+            tar.extractall(head["dest"])
+        self.send({"id": head["id"]})
+
+    def op_download(self, head: Head, body: bytes) -> None:
+        import tarfile
+
+        path = head["path"]
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
+        self.send({"id": head["id"]}, out.getvalue())
+
+    def op_reset(self, head: Head, body: bytes) -> None:
+        """Kill every process but this server and the sandbox's init."""
+        keep = {1, os.getpid()}
+        for _ in range(200):
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+            alive = [p for p in pids if not _is_zombie(p)]
+            if not alive:
+                break
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.reap()
+            time.sleep(0.002)
+        self.reap()
+        self.send({"id": head["id"]})
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+if __name__ in ("__main__", "mfserver"):
+    sys.stdout.flush()
+    Server().run()

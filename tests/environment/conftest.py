@@ -1,0 +1,126 @@
+"""Environment test fixtures: runtimes to test, and a leak check around every test.
+
+``runtime`` is parametrized over the runtimes the contract suite covers; add
+a name to ``RUNTIMES`` and a branch in ``_make_runtime`` to bring another one
+under the same suite.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from megaflow.environment.abstract import Runtime
+from megaflow.environment.config import LocalRuntimeConfig
+from megaflow.environment.local import LocalRuntime
+from megaflow.environment.local.cgroups import GROUP
+from megaflow.environment.local.records import process_key
+from megaflow.environment.rootfs import build_busybox_rootfs
+
+RUNTIMES = ["local"]
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _children() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, command name) of every process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        table[int(entry)] = (ppid, name)
+    return table
+
+
+def descendants(root: int) -> dict[int, str]:
+    table = _children()
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, name) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = name
+                frontier.append(pid)
+    return found
+
+
+def our_cgroups() -> list[Path]:
+    key = process_key()
+    return [p for p in CGROUP_ROOT.glob(f"*/{GROUP}/{key}/*") if p.is_dir()]
+
+
+def mounts() -> set[str]:
+    with open("/proc/self/mountinfo") as f:
+        return {line.split()[4] for line in f}
+
+
+@pytest.fixture(autouse=True)
+def leak_check(tmp_path: Path) -> Iterator[None]:
+    """No process, cgroup, mount or sandbox directory may outlive a test."""
+    before_mounts = mounts()
+    before_procs = set(descendants(os.getpid()))
+    yield
+    deadline = time.monotonic() + 5
+    while True:
+        procs = {
+            pid: name
+            for pid, name in descendants(os.getpid()).items()
+            if pid not in before_procs and name in ("bwrap", "python3", "sh")
+        }
+        groups = our_cgroups()
+        if (not procs and not groups) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not procs, f"processes leaked: {procs}"
+    assert not groups, f"cgroups leaked: {groups}"
+    assert mounts() - before_mounts == set(), "mounts leaked"
+    boxes = [p for p in tmp_path.glob("**/boxes/*")]
+    assert not boxes, f"sandbox directories leaked: {boxes}"
+
+
+@pytest.fixture(scope="session")
+def rootfs_tar(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A busybox root filesystem tarball (no python inside)."""
+    return build_busybox_rootfs(tmp_path_factory.mktemp("rootfs") / "busybox.tar")
+
+
+def local_runtime(tmp_path: Path, **kwargs: object) -> LocalRuntime:
+    return LocalRuntime(LocalRuntimeConfig(root=str(tmp_path / "local"), **kwargs))  # type: ignore[arg-type]
+
+
+async def _make_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Runtime:
+    if name == "local":
+        return local_runtime(tmp_path)
+    raise AssertionError(f"no test runtime named {name!r}")
+
+
+@pytest.fixture(params=RUNTIMES)
+async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
+    """A started runtime of each kind the contract suite covers; stopped afterwards."""
+    rt = await _make_runtime(request.param, request, tmp_path)
+    await rt.start()
+    try:
+        yield rt
+    finally:
+        await rt.stop()
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[LocalRuntime]:
+    rt = local_runtime(tmp_path)
+    await rt.start()
+    try:
+        yield rt
+    finally:
+        await rt.stop()
