@@ -85,7 +85,7 @@ def leak_check(tmp_path: Path) -> Iterator[None]:
     assert not procs, f"processes leaked: {procs}"
     assert not groups, f"cgroups leaked: {groups}"
     assert mounts() - before_mounts == set(), "mounts leaked"
-    boxes = [p for p in tmp_path.glob("**/boxes/*")]
+    boxes = list(tmp_path.glob("**/boxes/*"))
     assert not boxes, f"sandbox directories leaked: {boxes}"
 
 
