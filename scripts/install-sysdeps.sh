@@ -12,12 +12,15 @@ NEEDED=(
   "git:git"
   "busybox:busybox-static"
   "pytest-3:python3-pytest"
+  "initdb:postgresql"
 )
 
 missing=()
 for pair in "${NEEDED[@]}"; do
   bin="${pair%%:*}"; pkg="${pair##*:}"
-  command -v "$bin" >/dev/null 2>&1 || missing+=("$pkg")
+  # Debian keeps PostgreSQL's server binaries off PATH, in /usr/lib/postgresql/<version>/bin
+  command -v "$bin" >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/$bin" >/dev/null \
+    || missing+=("$pkg")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

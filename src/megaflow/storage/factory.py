@@ -11,12 +11,27 @@ from megaflow.storage.config import (
     ArtifactsConfig,
     EventsConfig,
     MetadataConfig,
+    MongoMetadataConfig,
+    PostgresMetadataConfig,
     QueueConfig,
     StorageConfig,
 )
 
 
 def make_metadata_store(cfg: MetadataConfig) -> MetadataStore:
+    if isinstance(cfg, PostgresMetadataConfig):
+        from megaflow.storage.postgres import PostgresMetadataStore
+
+        return PostgresMetadataStore(
+            cfg.dsn,
+            schema=cfg.db_schema,
+            min_connections=cfg.min_connections,
+            max_connections=cfg.max_connections,
+        )
+    if isinstance(cfg, MongoMetadataConfig):
+        from megaflow.storage.mongo import MongoMetadataStore
+
+        return MongoMetadataStore(cfg.uri, database=cfg.database, transactions=cfg.transactions)
     from megaflow.storage.sqlite import SqliteMetadataStore
 
     return SqliteMetadataStore(cfg.path)
