@@ -1,4 +1,4 @@
-"""Scheduler configs: the policy (tagged by ``type``), queues and limits."""
+"""Scheduler configs: the policy (tagged by ``type``), queues, admission and limits."""
 
 from __future__ import annotations
 
@@ -40,8 +40,58 @@ PolicyConfig = Annotated[
 ]
 
 
+class AdmissionConfig(_Cfg):
+    """Rate limits and concurrency caps checked before a task is placed."""
+
+    sandbox_rate: float | None = Field(
+        None, gt=0, description="Sandbox creations per second per runtime; None for no limit."
+    )
+    sandbox_burst: float = Field(10.0, ge=1, description="Sandbox creations allowed at once.")
+    run_start_rate: float | None = Field(
+        None, gt=0, description="Task starts per second per run; None for no limit."
+    )
+    run_start_burst: float = Field(10.0, ge=1, description="Task starts of one run at once.")
+    max_per_run: int | None = Field(None, ge=1, description="Tasks of one run running at once.")
+    max_per_region: dict[str, int] = Field(
+        default_factory=dict, description="Tasks running at once in a region, by region name."
+    )
+
+
+class RetryConfig(_Cfg):
+    """Backoff of infrastructure retries: ``min(max_s, base_s * 2**(n-1))`` with jitter."""
+
+    base_s: float = Field(1.0, ge=0, description="Delay before the first retry.")
+    max_s: float = Field(60.0, ge=0, description="Longest delay between retries.")
+    jitter: float = Field(0.5, ge=0, le=1, description="Share of the delay drawn at random.")
+
+
+class AutoscaleConfig(_Cfg):
+    """Threshold autoscaler: scale up on a sustained queue, down after idle time."""
+
+    enabled: bool = False
+    queue_threshold: int = Field(100, ge=0, description="Queue depth that asks for more.")
+    sustain_s: float = Field(30.0, ge=0, description="How long the queue must stay over it.")
+    step: int = Field(10, ge=1, description="Instances asked for at most per scale-up.")
+    idle_s: float = Field(300.0, ge=0, description="Idle time before an instance is released.")
+    min_instances: int = Field(0, ge=0)
+    max_instances: int = Field(1000, ge=1)
+
+
 class SchedulerConfig(_Cfg):
     policy: PolicyConfig = Field(default_factory=FifoPolicyConfig)
     queues: Literal["shared", "per_type"] = "shared"
+    queue_weights: dict[str, float] = Field(
+        default_factory=lambda: {"train": 1.0, "eval": 1.0, "synth": 1.0},
+        description="Share of each task type's queue when queues is per_type.",
+    )
     max_concurrency: int = Field(8, ge=1, le=1_000_000, description="Tasks running at once.")
     preemption: bool = False
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    autoscale: AutoscaleConfig = Field(default_factory=AutoscaleConfig)
+    heartbeat_timeout_s: float = Field(
+        30.0, gt=0, description="An instance silent for this long is lost."
+    )
+    scan_limit: int = Field(
+        64, ge=1, description="Queued tasks examined per round past ones that do not fit."
+    )

@@ -1,0 +1,233 @@
+"""The dispatcher's decision core: regions, queues, admission, placement, preemption.
+
+:class:`DispatchCore` holds no clock, no I/O and no asyncio: it is told the
+time and returns decisions. The :class:`~megaflow.scheduler.service.Scheduler`
+drives it from events on the wall clock; the simulator drives the very same
+object on a virtual clock. Every region has its own queue (a
+:class:`SchedulingPolicy`); a task is sharded on arrival to the region with
+the most free slots left after what already waits there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from megaflow.core.tasks import Resources, TaskSpec
+from megaflow.scheduler.abstract import Decision, InstanceSpec, PendingTask, SchedulingPolicy
+from megaflow.scheduler.admission import Admission
+from megaflow.scheduler.cluster import Instance, Region, fragmentation
+from megaflow.scheduler.config import SchedulerConfig
+from megaflow.scheduler.policies import make_policy
+
+_Shape = tuple[float, int, int]
+
+
+@dataclass(slots=True)
+class Placed:
+    task: PendingTask
+    inst: Instance
+    region: Region
+
+
+class DispatchCore:
+    """Which waiting task runs where, now. Synchronous and clock-free."""
+
+    def __init__(self, cfg: SchedulerConfig) -> None:
+        self.cfg = cfg
+        self.admission = Admission(cfg.admission, cfg.max_concurrency)
+        self.regions: dict[str, Region] = {}
+        self.queues: dict[str, SchedulingPolicy] = {}
+        self.queued: dict[str, int] = {}
+        self.pending: dict[str, PendingTask] = {}
+        self.running: dict[str, Placed] = {}
+        self._shapes: Counter[_Shape] = Counter()
+        self._region_of: dict[str, str] = {}
+        self._seq = 0
+
+    # -- cluster ---------------------------------------------------------------
+    def region(self, name: str) -> Region:
+        r = self.regions.get(name)
+        if r is None:
+            r = self.regions[name] = Region(name, self.cfg.admission.max_per_region.get(name))
+            self.queues[name] = make_policy(
+                self.cfg.policy, self.cfg.queues, self.cfg.queue_weights
+            )
+            self.queued[name] = 0
+        return r
+
+    def add_instance(self, spec: InstanceSpec, now: float = 0.0) -> Instance:
+        inst = Instance.from_spec(spec, now)
+        self.region(spec.region).add(inst)
+        return inst
+
+    def remove_instance(self, inst_id: str, region: str | None = None) -> list[PendingTask]:
+        """Drop an instance; returns the tasks that were running on it (now unplaced)."""
+        for r in [self.regions[region]] if region else list(self.regions.values()):
+            inst = r.remove(inst_id)
+            if inst is None:
+                continue
+            lost = []
+            for task_id in list(inst.running):
+                placed = self.running.pop(task_id)
+                self.admission.done(placed.task.spec.run_id)
+                inst.running.pop(task_id)
+                lost.append(placed.task)
+            return lost
+        return []
+
+    def instance(self, inst_id: str) -> Instance | None:
+        for r in self.regions.values():
+            inst = r.instances.get(inst_id)
+            if inst is not None:
+                return inst
+        return None
+
+    # -- queue -----------------------------------------------------------------
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def enqueue(self, task: PendingTask) -> None:
+        """Queue a task in the region with the most room for it."""
+        if task.id in self.pending or task.id in self.running:
+            return  # already waiting or running: never twice
+        task.removed = False
+        if len(self.regions) == 1:
+            name = next(iter(self.regions))
+        elif not self.regions:
+            name = self.region("default").name
+        else:
+            name = max(self.regions, key=lambda n: self.regions[n].free_slots - self.queued[n])
+        self.queues[name].push(task)
+        self.queued[name] += 1
+        self.pending[task.id] = task
+        self._region_of[task.id] = name
+        self._shapes[self._shape(task.spec)] += 1
+
+    def submit(self, spec: TaskSpec, now: float, seq: int | None = None) -> PendingTask:
+        task = PendingTask(spec, self.next_seq() if seq is None else seq, now)
+        self.enqueue(task)
+        return task
+
+    @staticmethod
+    def _shape(spec: TaskSpec) -> _Shape:
+        r = spec.resources
+        return (r.cpu, r.memory_mb, r.gpu)
+
+    def _unqueue(self, task: PendingTask) -> None:
+        self.pending.pop(task.id, None)
+        name = self._region_of.pop(task.id)
+        self.queued[name] -= 1
+        shape = self._shape(task.spec)
+        self._shapes[shape] -= 1
+        if self._shapes[shape] <= 0:
+            del self._shapes[shape]
+
+    def remove(self, task_id: str) -> PendingTask | None:
+        """Take a waiting task out of the queue (cancellation, queue timeout)."""
+        task = self.pending.get(task_id)
+        if task is None:
+            return None
+        task.removed = True
+        self._unqueue(task)
+        return task
+
+    @property
+    def depth(self) -> int:
+        return len(self.pending)
+
+    # -- decisions -------------------------------------------------------------
+    def plan(self, now: float) -> list[Decision]:
+        """Place every waiting task that fits and is admitted now."""
+        adm = self.admission
+        adm.reset_round()
+        out: list[Decision] = []
+
+        def admit(task: PendingTask, inst: Instance) -> bool:
+            return adm.admit(task, inst, now)
+
+        for name, region in self.regions.items():
+            if not self.queued[name]:
+                continue
+            limit = min(self.cfg.max_concurrency - adm.running, region.free_slots)
+            if limit > 0:
+                made = self.queues[name].decide(region, admit, limit, self.cfg.scan_limit)
+                for d in made:
+                    self._unqueue(d.task)
+                    self.running[d.task.id] = Placed(d.task, d.instance, region)
+                out.extend(made)
+            if self.cfg.preemption and self.queued[name]:
+                out.extend(self._preempt(name, region, now))
+        return out
+
+    def finish(self, task_id: str, now: float) -> bool:
+        """A running task let go of its slot. False if it was not running."""
+        placed = self.running.pop(task_id, None)
+        if placed is None:
+            return False
+        placed.region.release(placed.inst, task_id, now)
+        self.admission.done(placed.task.spec.run_id)
+        return True
+
+    # -- preemption --------------------------------------------------------------
+    def _preempt(self, name: str, region: Region, now: float) -> list[Decision]:
+        queue = self.queues[name]
+        out: list[Decision] = []
+        while self.queued[name]:
+            task = queue.pop()
+            if task is None:
+                break
+            if task.removed:
+                continue
+            victim = self._victim(queue, region, task)
+            if victim is None:
+                queue.push_back([task])
+                break
+            self.finish(victim.task.id, now)
+            inst = region.best_fit(task.spec.resources)
+            if inst is None or not self.admission.admit(task, inst, now):
+                # Could not use the room after all: keep the victim running.
+                region.reserve(victim.inst, victim.task.spec)
+                self.admission.running += 1
+                run_id = victim.task.spec.run_id
+                self.admission.per_run[run_id] = self.admission.per_run.get(run_id, 0) + 1
+                self.running[victim.task.id] = victim
+                queue.push_back([task])
+                break
+            region.reserve(inst, task.spec)
+            self._unqueue(task)
+            self.running[task.id] = Placed(task, inst, region)
+            out.append(Decision(task, inst, preempt=[victim.task.id]))
+        return out
+
+    def _victim(self, queue: SchedulingPolicy, region: Region, task: PendingTask) -> Placed | None:
+        """The lowest-priority running task whose room would let ``task`` fit."""
+        need = task.spec.resources
+        mine = queue.priority_of(task.spec)
+        best: Placed | None = None
+        best_p = 0.0
+        for placed in self.running.values():
+            if placed.region is not region:
+                continue
+            p = queue.priority_of(placed.task.spec)
+            if p >= mine or (best is not None and p >= best_p):
+                continue
+            inst, vr = placed.inst, placed.task.spec.resources
+            if (
+                inst.mcpu + round(vr.cpu * 1000) >= round(need.cpu * 1000)
+                and inst.memory_mb + vr.memory_mb >= need.memory_mb
+                and inst.gpu + vr.gpu >= need.gpu
+            ):
+                best, best_p = placed, p
+        return best
+
+    # -- figures -----------------------------------------------------------------
+    def smallest_queued(self) -> Resources | None:
+        if not self._shapes:
+            return None
+        cpu, mem, gpu = min(self._shapes)
+        return Resources(cpu=cpu, memory_mb=mem, gpu=gpu)
+
+    def fragmentation(self) -> float:
+        return fragmentation(list(self.regions.values()), self.smallest_queued())

@@ -1,0 +1,321 @@
+"""The control plane: an event-driven dispatcher around :class:`DispatchCore`.
+
+::
+
+    sched = Scheduler(config, stores, executor)        # stores already started
+    await sched.start()
+    await sched.submit(run, tasks)
+    counts = await sched.wait(run.id)                   # every task terminal
+    await sched.stop()
+
+Two background tasks and no polling: a reader turns bus events (task
+submitted, capacity freed, instance joined / heartbeat / lost, task
+cancelled) into changes of the core and sets a wake flag; the dispatcher
+sleeps on that flag and, when woken, runs one planning round. Timers (retry
+backoff, a token bucket refilling, a queue timeout, a heartbeat deadline)
+are one-shot ``call_later`` handles armed only when needed.
+
+Attempt outcomes are classified in :mod:`megaflow.scheduler.attempts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterable
+
+from megaflow.core.errors import NotFound
+from megaflow.core.events import (
+    Event,
+    InstanceJoined,
+    InstanceLost,
+    TaskCancelled,
+    TaskSubmitted,
+)
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskSpec
+from megaflow.monitoring.scheduler import SchedulerMetrics
+from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask, TaskExecutor
+from megaflow.scheduler.attempts import AttemptRunner
+from megaflow.scheduler.autoscale import ThresholdAutoscaler, local_instance
+from megaflow.scheduler.config import SchedulerConfig
+from megaflow.scheduler.dispatch import DispatchCore
+from megaflow.scheduler.writer import StateWriter
+from megaflow.storage.abstract import QueuedTask, Subscription, Transition
+from megaflow.storage.factory import Stores
+from megaflow.storage.recovery import RecoveryReport, recover_queue
+
+_KINDS = (
+    "task_submitted",
+    "capacity_freed",
+    "instance_joined",
+    "instance_heartbeat",
+    "instance_lost",
+    "task_cancelled",
+)
+
+
+class Scheduler(AttemptRunner):
+    """Runs the tasks of one or more runs on a set of instances."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        stores: Stores,
+        executor: TaskExecutor,
+        instances: Iterable[InstanceSpec] | None = None,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        fleet: FleetProvider | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(config, stores, executor, seed)
+        self.metrics = metrics
+        self.fleet = fleet
+        self.autoscaler = (
+            ThresholdAutoscaler(config.autoscale) if config.autoscale.enabled else None
+        )
+        self._initial = (
+            list(instances) if instances is not None else [local_instance(config.max_concurrency)]
+        )
+        self.rounds = 0
+        """Planning rounds run; an idle scheduler does not add to it."""
+        self.events_handled = 0
+        self._wake = asyncio.Event()
+        self._sub: Subscription | None = None
+        self._bg: list[asyncio.Task[None]] = []
+        self._heartbeats: dict[str, asyncio.TimerHandle] = {}
+        self._refill: asyncio.TimerHandle | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._bg:
+            return
+        self.loop = asyncio.get_running_loop()
+        self.core = DispatchCore(self.config)
+        self.writer = StateWriter(self.stores.metadata, self.stores.events)
+        self.writer.start()
+        now = self.now()
+        for spec in self._initial:
+            self.core.add_instance(spec, now)
+        await self.executor.start()
+        self._sub = await self.stores.events.subscribe(_KINDS, maxsize=4096)
+        self._bg = [
+            self.loop.create_task(self._read(self._sub), name="scheduler-reader"),
+            self.loop.create_task(self._dispatch_loop(), name="scheduler-dispatcher"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop dispatching. Attempts in flight are cancelled and stay in flight in
+        the store, exactly as after a crash: :meth:`resume` picks them up."""
+        for task in self._bg:
+            task.cancel()
+        for task in self._bg:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._bg = []
+        await self.abandon_attempts()
+        for h in [*self._heartbeats.values(), *self.timers.values()]:
+            h.cancel()
+        if self._refill is not None:
+            self._refill.cancel()
+        if self._sub is not None:
+            await self._sub.close()
+            self._sub = None
+        await self.writer.stop()
+        await self.executor.stop()
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    # -- public API -----------------------------------------------------------------
+    async def submit(self, run: RunSpec, tasks: list[TaskSpec]) -> None:
+        """Record the run and its tasks, queue them and tell the dispatcher."""
+        md = self.stores.metadata
+        try:
+            await md.get_run(run.id)
+        except NotFound:
+            await md.create_run(run)
+        for t in tasks:
+            if t.run_id != run.id:
+                raise ValueError(f"task {t.id} belongs to run {t.run_id}, not to {run.id}")
+        records = await md.add_tasks(tasks)
+        await self.stores.queue.push([QueuedTask(spec=r.spec, seq=r.seq) for r in records])
+        await self.stores.events.publish(
+            TaskSubmitted(run_id=run.id, task_ids=[t.id for t in tasks])
+        )
+
+    async def resume(self, run_id: str) -> RecoveryReport:
+        """Pick a run up after a crash: in-flight attempts are recorded as infra-lost
+        and retried, waiting tasks are queued again, terminal ones are left alone."""
+        md = self.stores.metadata
+        await md.get_run(run_id)
+        report = await recover_queue(md, self.stores.queue, run_id)
+        for rec in await md.list_tasks(run_id, states=[TaskState.QUEUED]):
+            self.attempts[rec.id] = rec.attempts
+            self.failures[rec.id] = rec.attempts - rec.preemptions
+        await self.stores.events.publish(TaskSubmitted(run_id=run_id, task_ids=[]))
+        return report
+
+    async def wait(self, run_id: str) -> dict[TaskState, int]:
+        """Return, with counts by state, once every task of the run is terminal.
+
+        After a restart, call :meth:`resume` first: only tasks the scheduler
+        has taken in can finish.
+        """
+        await self.stores.metadata.get_run(run_id)
+        ev = self.done_events.setdefault(run_id, asyncio.Event())
+        while True:
+            ev.clear()
+            if self.open.get(run_id, 0) == 0:
+                await self.writer.flush()
+                counts = await self.stores.metadata.count_by_state(run_id)
+                if all(s.terminal for s in counts):
+                    return counts
+            await ev.wait()
+
+    async def cancel(self, run_id: str, task_id: str | None = None) -> int:
+        """Cancel one task or every unfinished task of a run; returns how many."""
+        n = await self.cancel_local(run_id, task_id)
+        await self.stores.events.publish(TaskCancelled(run_id=run_id, task_id=task_id))
+        return n
+
+    def counts(self, run_id: str | None = None) -> dict[TaskState, int]:
+        """Tasks by state as the scheduler sees them now (for progress bars)."""
+        runs = [run_id] if run_id is not None else list(self.by_run_state)
+        total: Counter[TaskState] = Counter()
+        for r in runs:
+            total.update(self.by_run_state.get(r, Counter()))
+        return {s: n for s, n in total.items() if n > 0}
+
+    @property
+    def queue_depth(self) -> int:
+        return self.core.depth
+
+    # -- events ---------------------------------------------------------------------
+    async def _read(self, sub: Subscription) -> None:
+        async for event in sub:
+            self.events_handled += 1
+            await self._handle(event)
+            self.kick()
+
+    async def _handle(self, event: Event) -> None:
+        if isinstance(event, TaskSubmitted):
+            await self._intake()
+        elif isinstance(event, InstanceJoined):
+            cap = event.capacity
+            spec = InstanceSpec(
+                id=event.instance,
+                region=event.region,
+                cpu=float(cap.get("cpu", 1.0)),
+                memory_mb=int(cap.get("memory_mb", 1024)),
+                gpu=int(cap.get("gpu", 0)),
+                slots=int(cap.get("slots", 1)),
+            )
+            if self.core.instance(spec.id) is None:
+                self.core.add_instance(spec, self.now())
+            self._arm_heartbeat(spec.id)
+        elif event.kind == "instance_heartbeat":
+            if event.instance in self._heartbeats:
+                self._arm_heartbeat(event.instance)
+        elif isinstance(event, InstanceLost):
+            self._instance_lost(event.instance, event.reason)
+        elif isinstance(event, TaskCancelled):
+            await self.cancel_local(event.run_id, event.task_id)
+
+    async def _intake(self) -> None:
+        """Move every task of the shared intake queue into the dispatcher."""
+        queue = self.stores.queue
+        items = await queue.pop(await queue.size())
+        now = self.now()
+        for item in items:
+            spec = item.spec
+            if spec.id in self.state and self.state[spec.id] is not TaskState.QUEUED:
+                continue
+            self.track(spec, TaskState.QUEUED)
+            self.core.enqueue(PendingTask(spec, item.seq, now))
+            if spec.timeouts.queue_s is not None:
+                self.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
+
+    def _arm_heartbeat(self, inst_id: str) -> None:
+        old = self._heartbeats.pop(inst_id, None)
+        if old is not None:
+            old.cancel()
+        lost = InstanceLost(instance=inst_id, reason="no heartbeat")
+        self._heartbeats[inst_id] = self.loop.call_later(
+            self.config.heartbeat_timeout_s,
+            lambda: self.spawn(self.stores.events.publish(lost)),
+        )
+
+    def _instance_lost(self, inst_id: str, reason: str) -> None:
+        h = self._heartbeats.pop(inst_id, None)
+        if h is not None:
+            h.cancel()
+        for task in self.core.remove_instance(inst_id):
+            self.interrupt(task.id, "lost", f"instance {inst_id} lost: {reason or 'no reason'}")
+
+    # -- dispatching ------------------------------------------------------------------
+    def kick(self) -> None:
+        self._wake.set()
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.rounds += 1
+            await self._round()
+
+    async def _round(self) -> None:
+        core = self.core
+        now = self.now()
+        decisions = core.plan(now)
+        for d in decisions:
+            for victim in d.preempt:
+                self.interrupt(victim, "preempt", f"preempted by {d.task.id}")
+            self.start_attempt(d.task, d.instance)
+        if self.metrics is not None:
+            self.metrics.decisions.inc(len(decisions))
+            self.metrics.queue_depth.set(core.depth)
+            self.metrics.fragmentation.set(core.fragmentation())
+            self.metrics.set_states({s.value: n for s, n in self.counts().items()})
+        refill = core.admission.next_refill
+        if refill is not None and core.depth and self._refill is None:
+            self._refill = self.loop.call_later(max(0.0, refill - now), self._refilled)
+        if self.autoscaler is not None and self.fleet is not None:
+            await self._autoscale(now)
+
+    def _refilled(self) -> None:
+        self._refill = None
+        self.kick()
+
+    async def _autoscale(self, now: float) -> None:
+        if self.autoscaler is None or self.fleet is None:
+            return
+        insts = [i for r in self.core.regions.values() for i in r.instances.values()]
+        idle = [(i.id, i.idle_since) for i in insts if not i.running]
+        up, down = self.autoscaler.evaluate(now, self.core.depth, len(insts), idle)
+        if up:
+            for spec in await self.fleet.scale_up(up):
+                self.core.add_instance(spec, now)
+            self.kick()
+        if down:
+            await self.fleet.scale_down(down)
+            for inst_id in down:
+                self.core.remove_instance(inst_id)
+        at = self.autoscaler.next_check(now)
+        if at is not None:
+            self.loop.call_later(at - now + 1e-3, self.kick)
+
+    def transitions(self, items: list[Transition]) -> None:
+        for t in items:
+            self.writer.transition(t)

@@ -1,0 +1,127 @@
+"""Write-behind of state changes: many transitions, one transaction.
+
+The dispatcher decides in memory and records asynchronously: transitions,
+attempts and results collect in a buffer that one background task flushes
+as soon as the event loop is free, so a burst of thousands of state changes
+costs one metadata transaction. Results and attempts are written before the
+transitions of the same flush, so a crash never leaves a task terminal
+without its result; a task whose terminal transition was not flushed is
+simply in flight after a crash and is recovered (retried) on resume. Events
+queued with :meth:`StateWriter.event` are published after the flush that
+persisted the change they announce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from megaflow.core.errors import MegaFlowError
+from megaflow.core.events import Event
+from megaflow.core.tasks import Attempt, TaskResult
+from megaflow.storage.abstract import EventBus, MetadataStore, Transition
+
+log = logging.getLogger(__name__)
+
+
+class StateWriter:
+    def __init__(self, store: MetadataStore, bus: EventBus | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self._events: list[Event] = []
+        self._transitions: list[Transition] = []
+        self._attempts: list[Attempt] = []
+        self._results: list[TaskResult] = []
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self.flushes = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="state-writer")
+
+    async def stop(self) -> None:
+        await self.flush()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def transition(self, t: Transition) -> None:
+        self._transitions.append(t)
+        self._poke()
+
+    def attempt(self, a: Attempt) -> None:
+        self._attempts.append(a)
+        self._poke()
+
+    def result(self, r: TaskResult) -> None:
+        self._results.append(r)
+        self._poke()
+
+    def event(self, e: Event) -> None:
+        """Publish ``e`` once the changes recorded before it are in the store."""
+        self._events.append(e)
+        self._poke()
+
+    def _poke(self) -> None:
+        self._idle.clear()
+        self._ready.set()
+
+    async def flush(self) -> None:
+        """Return once everything added so far is in the store."""
+        if self._task is None:
+            await self._write()
+            return
+        while (
+            self._transitions
+            or self._attempts
+            or self._results
+            or self._events
+            or not self._idle.is_set()
+        ):
+            self._poke()
+            await self._idle.wait()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            await asyncio.sleep(0)  # let the current burst finish adding
+            try:
+                await self._write()
+            except Exception:
+                log.exception("state write failed; the changes are lost until resume")
+            if not self._ready.is_set():
+                self._idle.set()
+
+    async def _write(self) -> None:
+        transitions, self._transitions = self._transitions, []
+        attempts, self._attempts = self._attempts, []
+        results, self._results = self._results, []
+        events, self._events = self._events, []
+        store = self.store
+        for a in attempts:
+            await store.put_attempt(a)
+        for r in results:
+            await store.put_result(r)
+        if transitions:
+            self.flushes += 1
+            try:
+                await store.transition_many(transitions)
+            except MegaFlowError as exc:
+                # One bad change must not drop the others: apply them one by one.
+                log.warning("batched state write failed (%s); applying one by one", exc)
+                for t in transitions:
+                    try:
+                        await store.transition_many([t])
+                    except MegaFlowError as one:
+                        log.error("state change %s -> %s dropped: %s", t.task_id, t.dst.value, one)
+        if self.bus is not None:
+            for e in events:
+                await self.bus.publish(e)

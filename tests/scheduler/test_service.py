@@ -1,0 +1,220 @@
+"""The scheduler end to end on real embedded stores: events, outcomes, retries,
+timeouts, cancellation, preemption and instance loss."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from megaflow.core.events import InstanceHeartbeat, InstanceJoined, InstanceLost
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import ErrorKind, Timeouts
+from megaflow.scheduler.abstract import InstanceSpec, TaskExecutor
+from megaflow.scheduler.config import PriorityPolicyConfig, RetryConfig, SchedulerConfig
+from megaflow.scheduler.executors import FaultExecutor, FaultPlan, NoopExecutor, SleepExecutor
+from megaflow.scheduler.service import Scheduler
+from megaflow.storage.factory import Stores
+from tests.scheduler.helpers import make_stores, run, task, until
+
+FAST_RETRY = RetryConfig(base_s=0.01, max_s=0.05)
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
+    s = make_stores(tmp_path)
+    async with s:
+        yield s
+
+
+def sched(stores: Stores, executor: TaskExecutor, **kw: object) -> Scheduler:
+    instances = kw.pop("instances", None)
+    cfg = SchedulerConfig(retry=FAST_RETRY, **kw)  # type: ignore[arg-type]
+    return Scheduler(cfg, stores, executor, instances=instances, seed=7)  # type: ignore[arg-type]
+
+
+async def test_idle_dispatcher_is_not_woken(stores: Stores) -> None:
+    async with sched(stores, NoopExecutor()) as s:
+        await s.submit(run(), [task("t1")])
+        await s.wait("r1")
+        rounds, events = s.rounds, s.events_handled
+        await asyncio.sleep(1.0)
+        assert (s.rounds, s.events_handled) == (rounds, events)
+
+
+async def test_tasks_run_through_every_stage_and_are_recorded(stores: Stores) -> None:
+    async with sched(stores, NoopExecutor(), max_concurrency=4) as s:
+        sub = await stores.events.subscribe(["task_finished"])
+        await s.submit(run(), [task(f"t{i}") for i in range(20)])
+        counts = await s.wait("r1")
+        assert counts == {TaskState.SUCCEEDED: 20}
+        assert s.counts("r1") == {TaskState.SUCCEEDED: 20}
+        finished = [await sub.get(timeout=5) for _ in range(20)]
+        await sub.close()
+    assert {e.task_id for e in finished} == {f"t{i}" for i in range(20)}  # type: ignore[union-attr]
+    rec = await stores.metadata.get_task("t3")
+    assert (rec.attempts, rec.preemptions) == (1, 0)
+    (attempt,) = await stores.metadata.list_attempts("t3")
+    assert attempt.error_kind is None
+    assert attempt.instance == "local"
+    assert (await stores.metadata.get_result("t3")).success
+
+
+async def test_concurrency_never_exceeds_the_cap(stores: Stores) -> None:
+    peak = 0
+
+    class Counting(SleepExecutor):
+        live = 0
+
+        async def run(self, ctx):  # type: ignore[no-untyped-def]
+            nonlocal peak
+            Counting.live += 1
+            peak = max(peak, Counting.live)
+            try:
+                return await super().run(ctx)
+            finally:
+                Counting.live -= 1
+
+    async with sched(stores, Counting(0.005), max_concurrency=3) as s:
+        await s.submit(run(), [task(f"t{i}") for i in range(30)])
+        assert await s.wait("r1") == {TaskState.SUCCEEDED: 30}
+    assert peak == 3
+
+
+async def test_retry_classification(stores: Stores) -> None:
+    ex = FaultExecutor(
+        plans={
+            "flaky": FaultPlan(infra_failures=2),
+            "broken": FaultPlan(infra_failures=99),
+            "agent": FaultPlan(then="agent"),
+            "slow": FaultPlan(then="timeout"),
+        }
+    )
+    tasks = [
+        task("flaky", max_attempts=3),
+        task("broken", max_attempts=2),
+        task("agent", max_attempts=5),
+        task("slow", max_attempts=5),
+        task("deadline", max_attempts=5, timeouts=Timeouts(deadline_s=0.05)),
+    ]
+    ex.plans["deadline"] = FaultPlan(then="hang")
+    async with sched(stores, ex) as s:
+        await s.submit(run(), tasks)
+        await s.wait("r1")
+    md = stores.metadata
+    want = {
+        "flaky": (TaskState.SUCCEEDED, 3),
+        "broken": (TaskState.FAILED, 2),
+        "agent": (TaskState.FAILED, 1),
+        "slow": (TaskState.TIMED_OUT, 1),
+        "deadline": (TaskState.TIMED_OUT, 1),
+    }
+    for tid, (state, attempts) in want.items():
+        rec = await md.get_task(tid)
+        assert (rec.state, rec.attempts, ex.calls[tid]) == (state, attempts, attempts), tid
+    kinds = [a.error_kind for a in await md.list_attempts("flaky")]
+    assert kinds == [ErrorKind.INFRA, ErrorKind.INFRA, None]
+    assert (await md.get_result("agent")).error_kind is ErrorKind.AGENT
+    assert (await md.get_result("broken")).error_kind is ErrorKind.INFRA
+    assert "deadline" in ex.torn_down  # the hung attempt was cancelled and cleaned up
+
+
+def test_backoff_grows_exponentially_with_jitter(tmp_path: Path) -> None:
+    cfg = SchedulerConfig(retry=RetryConfig(base_s=1.0, max_s=8.0, jitter=0.5))
+    s = Scheduler(cfg, make_stores(tmp_path), NoopExecutor(), seed=1)
+    delays = [[s.backoff(n) for _ in range(200)] for n in (1, 2, 3, 4, 5)]
+    for n, ds in enumerate(delays, start=1):
+        top = min(8.0, 2.0 ** (n - 1))
+        assert all(top * 0.5 <= d <= top for d in ds)
+        assert max(ds) - min(ds) > 0.1 * top  # jittered, not constant
+
+
+async def test_start_and_queue_timeouts(stores: Stores) -> None:
+    class SlowStart(TaskExecutor):
+        async def run(self, ctx):  # type: ignore[no-untyped-def]
+            ctx.stage(TaskState.STARTING)
+            await asyncio.sleep(10)
+            raise AssertionError("not reached")
+
+    tasks = [
+        task("a", timeouts=Timeouts(start_s=0.05)),
+        task("b", timeouts=Timeouts(queue_s=0.05)),
+    ]
+    async with sched(stores, SlowStart(), max_concurrency=1) as s:
+        await s.submit(run(), tasks)
+        await s.wait("r1")
+    assert (await stores.metadata.get_task("a")).state is TaskState.TIMED_OUT
+    b = await stores.metadata.get_task("b")
+    assert (b.state, b.attempts) == (TaskState.TIMED_OUT, 0)
+
+
+async def test_cancel_a_task_and_a_run_tears_down_running_work(stores: Stores) -> None:
+    ex = FaultExecutor()
+    tasks = [task(f"t{i}", payload={"fault": {"then": "hang"}}) for i in range(6)]
+    async with sched(stores, ex, max_concurrency=2) as s:
+        await s.submit(run(), tasks)
+        await until(lambda: len(ex.calls) >= 2)
+        running = sorted(ex.calls)
+        assert await s.cancel("r1", running[0]) == 1
+        assert (await stores.metadata.get_task(running[0])).state is TaskState.CANCELLED
+        assert running[0] in ex.torn_down
+        await until(lambda: len(ex.calls) >= 3)
+        await s.cancel("r1")
+        counts = await s.wait("r1")
+    assert counts == {TaskState.CANCELLED: 6}
+    assert sorted(ex.torn_down) == sorted(ex.calls)  # every started attempt cleaned up
+    assert len(ex.calls) == 3  # the queued ones never started
+
+
+async def test_preemption_requeues_without_counting_a_failure(stores: Stores) -> None:
+    ex = FaultExecutor(plans={"low": FaultPlan(sleep_s=0.3), "high": FaultPlan(sleep_s=0.01)})
+    inst = InstanceSpec("one", cpu=1, memory_mb=4096, slots=1)
+    policy = PriorityPolicyConfig(aging_per_s=0)
+    async with sched(stores, ex, max_concurrency=1, preemption=True, policy=policy,
+                     instances=[inst]) as s:  # fmt: skip
+        await s.submit(run(), [task("low", priority=1, max_attempts=1)])
+        await until(lambda: "low" in ex.calls)
+        await s.submit(run(), [task("high", priority=10)])
+        assert await s.wait("r1") == {TaskState.SUCCEEDED: 2}
+    low = await stores.metadata.get_task("low")
+    assert (low.preemptions, low.attempts, ex.calls["low"]) == (1, 2, 2)
+    assert "low" in ex.torn_down
+
+
+async def test_lost_instance_requeues_its_tasks(stores: Stores) -> None:
+    ex = SleepExecutor(0.2)
+    async with sched(stores, ex, max_concurrency=10, heartbeat_timeout_s=0.3, instances=[]) as s:
+        bus = stores.events
+        for name in ("a", "b"):
+            cap = {"cpu": 2, "memory_mb": 4096, "slots": 2}
+            await bus.publish(InstanceJoined(instance=name, capacity=cap))
+        await s.submit(run(), [task(f"t{i}") for i in range(4)])
+        await until(lambda: len(ex.started) >= 4)
+        on_a = sorted(s.core.instance("a").running)  # type: ignore[union-attr]
+        assert len(on_a) == 2
+        await bus.publish(InstanceLost(instance="a", reason="test"))
+        # b keeps heartbeating; a is gone, so its tasks retry on b.
+        for _ in range(10):
+            await bus.publish(InstanceHeartbeat(instance="b"))
+            await asyncio.sleep(0.1)
+        counts = await s.wait("r1")
+        assert s.core.instance("a") is None
+        assert s.core.instance("b") is not None
+    assert counts == {TaskState.SUCCEEDED: 4}
+    for tid in on_a:
+        kinds = [a.error_kind for a in await stores.metadata.list_attempts(tid)]
+        assert kinds == [ErrorKind.INFRA, None]
+        assert [a.instance for a in await stores.metadata.list_attempts(tid)] == ["a", "b"]
+
+
+async def test_silent_instance_is_declared_lost(stores: Stores) -> None:
+    async with sched(stores, NoopExecutor(), heartbeat_timeout_s=0.1, instances=[]) as s:
+        sub = await stores.events.subscribe(["instance_lost"])
+        await stores.events.publish(InstanceJoined(instance="x", capacity={"slots": 1}))
+        ev = await sub.get(timeout=5)
+        await sub.close()
+        assert ev.instance == "x"  # type: ignore[union-attr]
+        await asyncio.sleep(0.05)
+        assert s.core.instance("x") is None
