@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from megaflow import __version__
-from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd
+from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd, tasks_cmd
 from megaflow.cli.common import console
 
 app = typer.Typer(
@@ -16,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(tasks_cmd.app, name="tasks")
 app.command("run")(run_cmd.run)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)

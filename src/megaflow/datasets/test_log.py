@@ -47,3 +47,25 @@ def parse_pytest_report(output: str) -> dict[str, TestStatus]:
 def passed(status: TestStatus | None) -> bool:
     """SWE-bench counts a passed test and an expected failure as passing."""
     return status in (TestStatus.PASSED, TestStatus.XFAIL)
+
+
+def statuses_for(output: str, node_ids: list[str]) -> dict[str, TestStatus | None]:
+    """The status of each expected test; ``None`` when pytest never reported it.
+
+    Matching whole summary lines against the known ids keeps ids with spaces
+    (parametrized tests) intact, which a plain split would cut.
+    """
+    found: dict[str, TestStatus | None] = dict.fromkeys(node_ids)
+    wanted = set(node_ids)
+    for line in output.splitlines():
+        word, _, rest = line.partition(" ")
+        if word not in TestStatus.__members__:
+            continue
+        node = rest if rest in wanted else rest.split(" - ", 1)[0]
+        if node not in wanted:
+            continue
+        status = TestStatus(word)
+        if found[node] in (TestStatus.FAILED, TestStatus.ERROR):
+            continue
+        found[node] = status
+    return found

@@ -1,0 +1,117 @@
+"""``megaflow tasks ...``: inspect and validate SWE-style task sets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, err_console, fail
+from megaflow.core.errors import MegaFlowError
+from megaflow.datasets.instance import SWEInstance
+from megaflow.datasets.loader import load_instances
+from megaflow.datasets.validate import CheckResult, ValidationReport, validate_instances
+from megaflow.environment.abstract import EnvironmentSpec
+
+app = typer.Typer(help="Inspect and validate task sets (SWE-bench format).", no_args_is_help=True)
+
+
+def _load(path: Path, only: list[str] | None) -> list[SWEInstance]:
+    try:
+        instances = load_instances(path)
+    except (MegaFlowError, OSError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    if only:
+        unknown = set(only) - {i.instance_id for i in instances}
+        if unknown:
+            fail(f"no instance {', '.join(sorted(unknown))} in {path}")
+        instances = [i for i in instances if i.instance_id in only]
+    return instances
+
+
+@app.command("ls")
+def ls(path: Path = typer.Argument(..., help="A task-set directory, JSON or JSONL file.")) -> None:
+    """List the instances of a task set."""
+    instances = _load(path, None)
+    table = Table(title=f"{path}: {len(instances)} instances")
+    table.add_column("instance", style="bold")
+    table.add_column("repo")
+    table.add_column("source")
+    table.add_column("F2P", justify="right")
+    table.add_column("P2P", justify="right")
+    table.add_column("issue")
+    for i in instances:
+        title = i.problem_statement.strip().splitlines()[0] if i.problem_statement.strip() else ""
+        table.add_row(
+            i.instance_id,
+            i.repo,
+            i.megaflow_source.type,
+            str(len(i.FAIL_TO_PASS)),
+            str(len(i.PASS_TO_PASS)),
+            title[:60],
+        )
+    console.print(table)
+
+
+@app.command("validate")
+def validate(
+    path: Path = typer.Argument(..., help="A task-set directory, JSON or JSONL file."),
+    concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Sandboxes at once."),
+    only: list[str] | None = typer.Option(None, "--only", help="Check only this instance id."),
+    root: str = typer.Option(
+        ".megaflow/sandboxes", "--sandbox-root", help="Where local sandboxes keep workspaces."
+    ),
+    image: str = typer.Option("host", "--image", help="Sandbox image ('host' or a rootfs)."),
+) -> None:
+    """Apply every gold patch (all must resolve) and an empty patch (none may
+    resolve), each in a fresh local sandbox; exit 1 if any instance misbehaves."""
+    instances = _load(path, only)
+    report = asyncio.run(_validate(instances, concurrency, root, image))
+    _print(report, len(instances))
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+async def _validate(
+    instances: list[SWEInstance], concurrency: int, root: str, image: str
+) -> ValidationReport:
+    from megaflow.environment.config import LocalRuntimeConfig
+    from megaflow.environment.factory import make_runtime
+
+    def progress(r: CheckResult) -> None:
+        mark = "[green]ok[/]" if r.ok else "[red]MISBEHAVES[/]"
+        console.print(f"{mark} {r.instance_id} {r.check}", highlight=False)
+
+    runtime = make_runtime(LocalRuntimeConfig(root=root))
+    async with runtime:
+        return await validate_instances(
+            runtime,
+            instances,
+            concurrency=concurrency,
+            base_spec=EnvironmentSpec(image=image),
+            on_result=progress,
+        )
+
+
+def _print(report: ValidationReport, n: int) -> None:
+    bad = report.misbehaving
+    gold = [r for r in report.results if r.check == "gold"]
+    empty = [r for r in report.results if r.check == "empty"]
+    resolved_gold = sum(1 for r in gold if r.report and r.report.resolved)
+    resolved_empty = sum(1 for r in empty if r.report and r.report.resolved)
+    console.print(
+        f"{n} instances in {report.duration_s:.1f} s: gold resolves {resolved_gold}/{len(gold)}, "
+        f"empty resolves {resolved_empty}/{len(empty)}"
+    )
+    if not bad:
+        console.print("[green]all instances behave[/]")
+        return
+    table = Table(title=f"{len(bad)} checks misbehave")
+    table.add_column("instance", style="bold")
+    table.add_column("check")
+    table.add_column("problem")
+    for r in bad:
+        table.add_row(r.instance_id, r.check, r.reason())
+    err_console.print(table)

@@ -1,0 +1,124 @@
+"""The SWE-bench instance, plus the MegaFlow fields that make it runnable.
+
+An instance is one repository at one commit, an issue about it, the gold
+patch that fixes the issue, a test patch that adds tests for it, and two lists
+of pytest node ids: FAIL_TO_PASS (fail before the fix, pass after) and
+PASS_TO_PASS (pass before and after). SWE-bench's own fields keep their names.
+
+MegaFlow adds:
+
+* ``megaflow_source``: where the repository comes from: a local directory
+  (``dir``), a tarball (``tarball``) or a git bundle (``git_bundle``); relative
+  paths are resolved against the file the instance was loaded from.
+* ``megaflow_reward``: ``binary`` (1 if resolved, else 0; the default) or
+  ``fraction`` (the share of FAIL_TO_PASS and PASS_TO_PASS tests that pass).
+* ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless set.
+* ``megaflow_test_timeout_s``: how long the test run may take.
+
+Other fields found in SWE-bench exports (``version``, ``hints_text``...) are
+kept as they are and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from megaflow.core.tasks import check_id
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(description="Host path; relative paths are relative to the instance file.")
+
+    def resolved(self, base: Path) -> Self:
+        p = Path(self.path).expanduser()
+        return self.model_copy(update={"path": str(p if p.is_absolute() else (base / p).resolve())})
+
+
+class DirSource(_Source):
+    """A directory on the host. If it is a git work tree, ``base_commit`` is checked
+    out; otherwise its files are committed as the base."""
+
+    type: Literal["dir"] = "dir"
+
+
+class TarballSource(_Source):
+    """A ``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.bz2`` or ``.tar.xz`` archive. A
+    single top-level directory (as in source releases) is stripped."""
+
+    type: Literal["tarball"] = "tarball"
+
+
+class GitBundleSource(_Source):
+    """A file made by ``git bundle create``; it must contain ``base_commit``."""
+
+    type: Literal["git_bundle"] = "git_bundle"
+
+
+RepoSource = Annotated[DirSource | TarballSource | GitBundleSource, Field(discriminator="type")]
+
+
+def _json_list(value: Any) -> Any:
+    # SWE-bench exports on the Hugging Face hub store these lists as JSON text.
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not a JSON list of test ids: {e}") from None
+    return value
+
+
+class SWEInstance(BaseModel):
+    """One task of a SWE-bench-style task set."""
+
+    model_config = ConfigDict(extra="allow")
+
+    instance_id: str
+    repo: str = Field(description="Repository name, e.g. 'owner/name'.")
+    base_commit: str = Field(description="Commit the task starts from.")
+    problem_statement: str
+    patch: str = Field(description="The gold patch (unified diff).")
+    test_patch: str = Field(description="Adds the tests that check the fix (unified diff).")
+    FAIL_TO_PASS: list[str] = Field(min_length=1)
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    megaflow_source: RepoSource
+    megaflow_reward: Literal["binary", "fraction"] = "binary"
+    megaflow_test_cmd: str = "python3 -m pytest"
+    megaflow_test_timeout_s: float = Field(600.0, gt=0)
+
+    @field_validator("instance_id")
+    @classmethod
+    def _valid_id(cls, v: str) -> str:
+        return check_id(v, "instance_id")
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> Any:
+        return _json_list(v)
+
+    @field_validator("test_patch")
+    @classmethod
+    def _test_patch_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the test patch is empty")
+        return v
+
+    def test_files(self) -> list[str]:
+        """Files named by FAIL_TO_PASS and PASS_TO_PASS, in first-seen order."""
+        seen: dict[str, None] = {}
+        for node in [*self.FAIL_TO_PASS, *self.PASS_TO_PASS]:
+            seen.setdefault(node.split("::", 1)[0], None)
+        return list(seen)
+
+    def to_payload(self) -> dict[str, Any]:
+        """The instance as a task payload: plain JSON, every SWE-bench key at the top."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> SWEInstance:
+        return cls.model_validate(payload)
