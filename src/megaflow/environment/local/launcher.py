@@ -22,7 +22,7 @@ HOST_PYTHON = Path("/usr/bin/python3")
 HOST_USR_IN_SANDBOX = "/.megaflow/usr"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level host entries never bound from the host root: private or replaced.
-_SKIP_TOP = {"proc", "dev", "tmp", "run", "root", "lost+found", "old_root"}
+_SKIP_TOP = {"proc", "dev", "tmp", "run", "root", "sys", "lost+found", "old_root"}
 # Boot loader given to python -c: read the server's source from stdin, run it.
 _BOOT = (
     "import os,sys\nn=int(sys.argv[1]);b=b''\n"
@@ -134,7 +134,7 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -
     for key, value in server.env.items():
         args += ["--setenv", key, value]
     for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
-        if entry.name in _SKIP_TOP or (not host_root and entry.name == "sys"):
+        if entry.name in _SKIP_TOP:
             continue
         target = "/" + entry.name
         if entry.is_symlink():

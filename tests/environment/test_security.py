@@ -1,0 +1,135 @@
+"""What a local sandbox must not be able to do, each one its own test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
+from megaflow.environment.local import LocalRuntime, LocalSandbox
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def sandbox(local: LocalRuntime) -> AsyncIterator[LocalSandbox]:
+    async with await local.create(EnvironmentSpec()) as sb:
+        yield sb
+
+
+async def test_cannot_read_root_home(sandbox: LocalSandbox) -> None:
+    assert any(Path("/root").iterdir()), "the host's /root should have something to hide"
+    result = await sandbox.exec("ls -A /root; cat /root/.bashrc /root/.profile")
+    assert result.stdout.strip() == ""
+    assert result.exit_code != 0
+
+
+async def test_cannot_read_project_checkout(sandbox: LocalSandbox) -> None:
+    assert (CHECKOUT / "pyproject.toml").exists()
+    result = await sandbox.exec(f"cat {CHECKOUT}/pyproject.toml; ls -A {CHECKOUT}")
+    assert "megaflow" not in result.stdout
+    assert result.stdout.strip() == ""
+
+
+async def test_cannot_write_etc_or_host_paths(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    result = await sandbox.exec("echo x > /etc/megaflow-probe; echo x > /usr/megaflow-probe")
+    assert result.exit_code != 0
+    assert "Read-only file system" in result.stderr
+    assert not Path("/etc/megaflow-probe").exists()
+    assert not Path("/usr/megaflow-probe").exists()
+    # the sandbox's /tmp is its own, not the host's
+    await sandbox.exec(f"mkdir -p {tmp_path} && echo x > {tmp_path}/probe")
+    assert not (tmp_path / "probe").exists()
+
+
+async def test_cannot_see_host_processes(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/1/cmdline")
+    count = int(result.stdout.split()[0])
+    assert count < 10, result.stdout
+    assert str(os.getpid()) not in (await sandbox.exec("ls /proc")).stdout.split()
+    names = set((await sandbox.exec("cat /proc/[0-9]*/comm")).stdout.split())
+    assert names <= {"bwrap", "python3", "sh", "cat"}, names
+
+
+async def test_no_network_by_default(sandbox: LocalSandbox) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        probe = (
+            "import socket,sys\ns=socket.socket();s.settimeout(2)\n"
+            f"try:\n s.connect(('127.0.0.1',{port}));print('connected')\n"
+            "except OSError as e:\n print('refused', e)\n"
+        )
+        result = await sandbox.exec(["python3", "-c", probe])
+        assert result.stdout.startswith("refused"), result
+        links = await sandbox.exec("cat /proc/net/dev")
+        assert "eth" not in links.stdout
+    finally:
+        server.close()
+
+
+async def test_host_network_when_asked(local: LocalRuntime) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        async with await local.create(EnvironmentSpec(network="host")) as sb:
+            probe = f"import socket;socket.create_connection(('127.0.0.1',{port}),2);print('ok')"
+            assert (await sb.exec(["python3", "-c", probe])).stdout == "ok\n"
+    finally:
+        server.close()
+
+
+@pytest.mark.slow
+async def test_fork_bomb_is_stopped_by_pids_limit(local: LocalRuntime) -> None:
+    spec = EnvironmentSpec(resources=SandboxResources(pids=64))
+    async with await local.create(spec) as sb:
+        bomb = "bomb() { bomb | bomb & }; bomb; sleep 1; ls /proc | grep -cE '^[0-9]+$'"
+        await sb.exec(bomb, timeout=5)
+        assert (await sb.stats()).pids <= 64
+        assert sb.cgroup is not None
+        events = (sb.cgroup.dirs["pids"] / "pids.events").read_text().split()
+        assert int(events[events.index("max") + 1]) > 0, "the pids limit was never hit"
+        await sb.reset()
+        assert (await sb.exec("echo alive")).stdout == "alive\n"
+
+
+@pytest.mark.slow
+async def test_memory_hog_is_killed_and_others_carry_on(local: LocalRuntime) -> None:
+    hog_spec = EnvironmentSpec(resources=SandboxResources(memory_mb=64))
+    async with (
+        await local.create(hog_spec) as hog,
+        await local.create(EnvironmentSpec()) as other,
+    ):
+        hog_cmd = ["python3", "-c", "b=[]\nwhile True: b.append(bytearray(8<<20))"]
+        busy = other.exec("for i in 1 2 3 4 5; do echo $i; sleep 0.1; done")
+        hogged, steady = await asyncio.gather(hog.exec(hog_cmd, timeout=30), busy)
+        assert hogged.exit_code == 137, hogged  # SIGKILL by the OOM killer
+        assert not hogged.timed_out
+        assert steady.stdout.split() == ["1", "2", "3", "4", "5"]
+        assert (await hog.exec("echo still-here")).stdout == "still-here\n"
+        assert (await hog.stats()).memory_peak_bytes <= 64 * 1024 * 1024
+
+
+async def test_endless_loop_is_killed_by_timeout(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("while :; do :; done", timeout=0.5)
+    assert result.timed_out
+    assert result.exit_code == 137
+    assert 0.4 < result.duration_s < 5
+    assert (await sandbox.exec("echo next")).stdout == "next\n"
+
+
+@pytest.mark.slow
+async def test_stdout_flood_is_truncated(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("head -c 100000000 /dev/zero | tr '\\0' x", timeout=60)
+    assert result.exit_code == 0
+    assert result.truncated
+    assert len(result.stdout) == 1024 * 1024
