@@ -62,7 +62,7 @@ def test_image_cache_evicts_least_recently_used(tmp_path: Path, rootfs_tar: Path
 
 
 async def test_unknown_image_is_a_clear_error(local: LocalRuntime) -> None:
-    with pytest.raises(InvalidInput, match="unknown image.*'host', a root filesystem"):
+    with pytest.raises(InvalidInput, match=r"unknown image.*'host', a root filesystem"):
         await local.create(EnvironmentSpec(image="/no/such/image.tar"))
     assert await local.list() == []
 
