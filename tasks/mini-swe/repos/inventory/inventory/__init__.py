@@ -1,0 +1,4 @@
+from inventory.errors import InsufficientStock, UnknownReservation
+from inventory.store import Inventory
+
+__all__ = ["InsufficientStock", "Inventory", "UnknownReservation"]

@@ -1,0 +1,6 @@
+class InsufficientStock(Exception):
+    pass
+
+
+class UnknownReservation(KeyError):
+    pass

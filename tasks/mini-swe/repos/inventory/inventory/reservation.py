@@ -1,0 +1,9 @@
+from dataclasses import dataclass
+
+
+@dataclass
+class Reservation:
+    id: int
+    sku: str
+    qty: int
+    state: str = "open"  # open, committed, cancelled

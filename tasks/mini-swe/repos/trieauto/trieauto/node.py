@@ -1,0 +1,6 @@
+class TrieNode:
+    __slots__ = ("children", "terminal")
+
+    def __init__(self):
+        self.children = {}
+        self.terminal = False
