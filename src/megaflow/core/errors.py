@@ -15,6 +15,7 @@ failed, with which input, and what to do about it.
     ├── NotFound (KeyError)                  a run, task, sandbox or artifact is unknown
     ├── AlreadyExists (ValueError)           a duplicate id
     ├── PluginError (ImportError)            a dotted path cannot be loaded
+    ├── AuthError (PermissionError)          a missing or wrong bearer token
     ├── StorageError (OSError)               a store failed to read or write
     │   └── ChecksumMismatch                 stored bytes do not match their checksum
     ├── Backpressure (RuntimeError)          a bounded buffer is full
@@ -73,6 +74,10 @@ class AlreadyExists(MegaFlowError, ValueError):
 
 class PluginError(MegaFlowError, ImportError):
     """A plug-in given by dotted path could not be imported or is of the wrong kind."""
+
+
+class AuthError(MegaFlowError, PermissionError):
+    """A call carried no bearer token or a wrong one; nothing was done."""
 
 
 class StorageError(MegaFlowError, OSError):

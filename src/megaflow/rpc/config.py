@@ -1,0 +1,143 @@
+"""The cluster config (``cluster.yaml``): where each service listens, auth, TLS, limits.
+
+::
+
+    auth:
+      token_file: .megaflow/cluster/token     # `megaflow up` creates it, mode 0600
+    tls:                                      # optional
+      cert_file: server.pem
+      key_file: server.key
+      ca_file: ca.pem                         # clients verify the server with it
+    environment:
+      port: 20052
+      runtime: {type: local}
+    scheduler:
+      port: 20051
+
+Ports must lie outside 10002-19999 (Ray's worker port range).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from megaflow.core.errors import ConfigError
+from megaflow.environment.config import LocalRuntimeConfig, RuntimeConfig
+from megaflow.rpc.auth import load_or_create_token, read_token
+from megaflow.scheduler.config import SchedulerConfig
+from megaflow.storage.config import StorageConfig
+
+RESERVED_PORTS = range(10002, 20000)
+SERVICES = ("scheduler", "environment", "agent", "model")
+Service = Literal["scheduler", "environment", "agent", "model"]
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AuthConfig(_Cfg):
+    token: str | None = Field(
+        None, description="The bearer token itself; prefer token_file outside tests."
+    )
+    token_file: str = Field(
+        ".megaflow/cluster/token", description="Token file (mode 0600); `megaflow up` creates it."
+    )
+
+    def resolve(self, create: bool = False) -> str:
+        """The token: ``token`` if set, else read from ``token_file`` (created if asked)."""
+        if self.token is not None:
+            return self.token
+        path = Path(self.token_file)
+        return load_or_create_token(path) if create else read_token(path)
+
+
+class TlsConfig(_Cfg):
+    cert_file: str = Field(description="Server certificate chain (PEM).")
+    key_file: str = Field(description="Server private key (PEM).")
+    ca_file: str | None = Field(
+        None, description="CA that signed cert_file; clients verify the server with it."
+    )
+    server_name: str | None = Field(
+        None, description="Name clients expect in the certificate, if not the host."
+    )
+
+
+class _Endpoint(_Cfg):
+    host: str = Field("127.0.0.1", description="Address to listen on and to connect to.")
+    port: int = Field(description="TCP port, outside 10002-19999.")
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        if not 0 <= v <= 65535:
+            raise ValueError(f"port {v} is not a TCP port")
+        if v in RESERVED_PORTS:
+            raise ValueError(f"port {v} is in 10002-19999, which Ray's workers use")
+        return v
+
+    @property
+    def target(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class EnvironmentEndpoint(_Endpoint):
+    port: int = 20052
+    runtime: RuntimeConfig = Field(default_factory=LocalRuntimeConfig)
+
+
+class SchedulerEndpoint(_Endpoint):
+    port: int = 20051
+    config: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+
+
+class AgentEndpoint(_Endpoint):
+    port: int = 20053
+
+
+class ModelEndpoint(_Endpoint):
+    port: int = 20054
+
+
+class ClusterConfig(_Cfg):
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    tls: TlsConfig | None = None
+    max_message_mb: int = Field(
+        16, ge=1, le=1024, description="Largest gRPC message either way; larger ones fail."
+    )
+    state_dir: str = Field(
+        ".megaflow/cluster", description="Where `megaflow up` keeps pids, logs and the token."
+    )
+    scheduler: SchedulerEndpoint = Field(default_factory=SchedulerEndpoint)
+    environment: EnvironmentEndpoint = Field(default_factory=EnvironmentEndpoint)
+    agent: AgentEndpoint = Field(default_factory=AgentEndpoint)
+    model: ModelEndpoint = Field(default_factory=ModelEndpoint)
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+    def endpoint(self, service: Service) -> _Endpoint:
+        ep: _Endpoint = getattr(self, service)
+        return ep
+
+
+def load_cluster_config(path: Path) -> ClusterConfig:
+    """Read and validate ``cluster.yaml``. Raises ``ConfigError`` with field paths."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read cluster config {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cluster config {path} is not valid YAML: {exc}") from exc
+    try:
+        return ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [(".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
+        listing = "; ".join(f"{p}: {m}" for p, m in problems)
+        raise ConfigError(f"invalid cluster config {path}: {listing}", problems) from exc

@@ -1,0 +1,129 @@
+"""A gRPC server with MegaFlow's guards, and the client channel that matches it.
+
+:class:`RpcServer` hosts one or more services behind the bearer-token
+interceptor, with message size limits and optional TLS::
+
+    server = RpcServer(token, host="127.0.0.1", port=0)
+    server.add(EnvironmentServicer(runtime).register)
+    port = await server.start()
+    ...
+    await server.stop()
+
+:func:`open_channel` makes the client side with the same limits and TLS;
+clients pass :func:`call_metadata` on every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from megaflow.core.errors import ConfigError, TransportError
+from megaflow.rpc.auth import AUTH_HEADER, BearerAuthInterceptor, bearer_value
+from megaflow.rpc.config import TlsConfig
+
+DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024
+Metadata = tuple[tuple[str, str], ...]
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read TLS {what} {path}: {exc}") from exc
+
+
+def call_metadata(token: str) -> Metadata:
+    """The metadata every client call carries."""
+    return ((AUTH_HEADER, bearer_value(token)),)
+
+
+class RpcServer:
+    """One ``grpc.aio`` server: auth interceptor, size limits, optional TLS."""
+
+    def __init__(
+        self,
+        token: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: TlsConfig | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self._server = grpc.aio.server(
+            interceptors=[BearerAuthInterceptor(token)],
+            options=channel_options(max_message_bytes),
+        )
+        self._on_stop: list[Callable[[], Any]] = []
+
+    def add(self, register: Callable[[grpc.aio.Server], None]) -> None:
+        """Add a service: ``register`` is a servicer's ``register`` method."""
+        register(self._server)
+
+    @property
+    def target(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> int:
+        """Bind and start serving; returns the bound port (useful with port 0)."""
+        address = f"{self.host}:{self.port}"
+        if self.tls is None:
+            bound = self._server.add_insecure_port(address)
+        else:
+            creds = grpc.ssl_server_credentials(
+                [(_read(self.tls.key_file, "key"), _read(self.tls.cert_file, "certificate"))]
+            )
+            bound = self._server.add_secure_port(address, creds)
+        bound = int(bound)
+        if not bound:
+            raise TransportError(f"cannot listen on {address}; is the port in use?")
+        self.port = bound
+        await self._server.start()
+        return bound
+
+    async def wait(self) -> None:
+        """Serve until stopped."""
+        await self._server.wait_for_termination()
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        await self._server.stop(grace)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+def open_channel(
+    target: str,
+    tls: TlsConfig | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+) -> grpc.aio.Channel:
+    """A client channel to ``target`` (``host:port``) with the server's limits.
+
+    With ``tls``, the server is verified against ``tls.ca_file`` (the system
+    roots when it is None).
+    """
+    options = channel_options(max_message_bytes)
+    if tls is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    root = _read(tls.ca_file, "CA") if tls.ca_file else None
+    if tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    creds = grpc.ssl_channel_credentials(root_certificates=root)
+    return grpc.aio.secure_channel(target, creds, options=options)

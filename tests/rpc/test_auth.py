@@ -1,0 +1,77 @@
+"""Tokens: stored 0600, compared whole, refused when unsafe."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from megaflow.core.errors import ConfigError
+from megaflow.rpc.auth import (
+    check_bearer,
+    generate_token,
+    load_or_create_token,
+    read_token,
+    write_token,
+)
+from megaflow.rpc.paths import confine
+
+
+def test_token_file_is_0600_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        path = tmp_path / "d" / "token"
+        token = load_or_create_token(path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_token(path) == token
+    assert read_token(path) == token
+
+
+def test_existing_wide_file_is_tightened_on_write_and_refused_on_read(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("x")
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        read_token(path)
+    write_token(path, generate_token())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_weak_or_missing_tokens_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="at least"):
+        write_token(tmp_path / "t", "short")
+    with pytest.raises(ConfigError, match="megaflow up"):
+        read_token(tmp_path / "absent")
+
+
+def test_check_bearer() -> None:
+    token = generate_token()
+    assert check_bearer(f"Bearer {token}", token)
+    assert not check_bearer(None, token)
+    assert not check_bearer("", token)
+    assert not check_bearer(token, token)
+    assert not check_bearer(f"Bearer {token}x", token)
+    assert not check_bearer(f"Bearer {token[:-1]}", token)
+    assert not check_bearer(f"Basic {token}", token)
+    assert generate_token() != token
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [("a.txt", "/workspace/a.txt"), ("/workspace", "/workspace"), ("x/../y", "/workspace/y"),
+     ("/workspace/sub/./f", "/workspace/sub/f"), (".", "/workspace")],
+)  # fmt: skip
+def test_confine_accepts_paths_inside(path: str, expected: str) -> None:
+    assert confine(path, "/workspace") == expected
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "..", "../workspace2", "/workspace2/x", "a/../../b", "", "a\x00b"]
+)
+def test_confine_refuses_paths_outside(path: str) -> None:
+    with pytest.raises(ValueError):
+        confine(path, "/workspace")
