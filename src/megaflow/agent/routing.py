@@ -56,18 +56,21 @@ class RoutePlan(BaseModel):
 
 
 def group_id(task: TaskSpec) -> str:
-    """The task a sample belongs to: its id without the ``:s<sample>`` suffix."""
-    suffix = f":s{task.sample}"
-    return task.id[: -len(suffix)] if task.id.endswith(suffix) else task.id
+    """The task a sample belongs to: its id without the sample suffix
+    (``<id>:s<n>`` as :func:`expand_samples` makes, or ``<id>/<n>``)."""
+    for suffix in (f":s{task.sample}", f"/{task.sample}"):
+        if task.id.endswith(suffix) and len(task.id) > len(suffix):
+            return task.id[: -len(suffix)]
+    return task.id
 
 
 def expand_samples(task: TaskSpec, plan: RoutePlan) -> list[TaskSpec]:
-    """``plan.samples`` copies of a task with their type set, ids ``<id>:s<i>``."""
+    """``plan.samples`` copies of a task, ids ``<id>:s<i>``. The type is left as
+    given, so an identified type is identified (and recorded so) per sample."""
     if plan.samples == 1:
-        return [task.model_copy(update={"type": plan.task_type})]
+        return [task]
     return [
-        task.model_copy(update={"id": f"{task.id}:s{i}", "sample": i, "type": plan.task_type})
-        for i in range(plan.samples)
+        task.model_copy(update={"id": f"{task.id}:s{i}", "sample": i}) for i in range(plan.samples)
     ]
 
 
