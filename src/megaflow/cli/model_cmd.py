@@ -1,0 +1,71 @@
+"""``megaflow serve-model``: run the OpenAI-compatible model gateway standalone."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from megaflow.cli.common import console, fail
+from megaflow.model.config import GatewayConfig, OpenAIModelConfig, ReplayModelConfig
+
+
+def _load(config: Path | None) -> GatewayConfig:
+    if config is None:
+        return GatewayConfig()
+    try:
+        data = yaml.safe_load(config.read_text()) or {}
+        return GatewayConfig.model_validate(data)
+    except OSError as exc:
+        fail(f"cannot read {config}: {exc}")
+    except (yaml.YAMLError, ValidationError) as exc:
+        fail(f"{config} is not a gateway config: {exc}")
+
+
+async def _serve(cfg: GatewayConfig) -> None:
+    from megaflow.model.factory import make_model_service
+    from megaflow.model.gateway import GatewayServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    service = make_model_service(cfg.model)
+    async with GatewayServer(service, cfg.host, cfg.port) as gw:
+        console.print(
+            f"model gateway serving [bold]{service.name}[/] ({cfg.model.type}) at {gw.base_url}",
+            highlight=False,
+        )
+        await stop.wait()
+    console.print(f"stopped after {service.calls_total} calls ({service.errors_total} errors)")
+
+
+def serve_model(
+    config: Path | None = typer.Argument(None, help="Gateway config YAML (host, port, model)."),
+    host: str | None = typer.Option(None, help="Address to bind (overrides the config)."),
+    port: int | None = typer.Option(None, help="Port to bind; 0 picks a free one."),
+    base_url: str | None = typer.Option(
+        None, help="Front an OpenAI-compatible server at this base URL (with --model)."
+    ),
+    model: str | None = typer.Option(None, help="Upstream model name for --base-url."),
+    play: str | None = typer.Option(None, help="Replay backend: 'gold' or 'empty'."),
+) -> None:
+    """Run the OpenAI-compatible, recording model gateway until interrupted."""
+    cfg = _load(config)
+    if base_url:
+        if not model:
+            fail("--base-url needs --model (the upstream model name)")
+        cfg.model = OpenAIModelConfig(base_url=base_url, model=model)
+    elif play:
+        if play not in ("gold", "empty"):
+            fail(f"--play must be 'gold' or 'empty', not {play!r}")
+        cfg.model = ReplayModelConfig(play=play)  # type: ignore[arg-type]
+    if host is not None:
+        cfg.host = host
+    if port is not None:
+        cfg.port = port
+    asyncio.run(_serve(cfg))

@@ -1,0 +1,52 @@
+"""``megaflow serve-model`` as a real process, called with the openai client."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import openai
+
+
+def test_serve_model_process_answers_and_stops_cleanly(tmp_path: Path) -> None:
+    cfg = tmp_path / "gateway.yaml"
+    cfg.write_text("host: 127.0.0.1\nport: 0\nmodel:\n  type: replay\n  play: empty\n")
+    code = "from megaflow.cli.main import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "serve-model", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 60
+        while "serving" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "serve-model exited early"
+        match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
+        assert match, line
+        client = openai.OpenAI(base_url=match.group(1), api_key="x", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["replay-empty"]
+        out = client.chat.completions.create(
+            model="replay-empty@t1",
+            messages=[{"role": "user", "content": "fix it"}],
+            tools=[{"type": "function", "function": {"name": "submit", "parameters": {}}}],
+        )
+        call = out.choices[0].message.tool_calls[0]  # type: ignore[index]
+        assert call.function.name == "submit"  # type: ignore[union-attr]
+        assert json.loads(call.function.arguments) == {}  # type: ignore[union-attr]
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert "stopped after 1 calls (0 errors)" in rest
