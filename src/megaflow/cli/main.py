@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from megaflow import __version__
-from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd, tasks_cmd
+from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd, sim_cmd, tasks_cmd
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
 
@@ -23,6 +23,7 @@ app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
 app.command("bench")(bench_cmd.bench)
+app.command("sim")(sim_cmd.sim)
 app.command("serve-model")(serve_model)
 
 

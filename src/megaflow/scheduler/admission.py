@@ -13,6 +13,9 @@ from megaflow.scheduler.abstract import PendingTask
 from megaflow.scheduler.cluster import Instance
 from megaflow.scheduler.config import AdmissionConfig
 
+_EPS = 1e-9
+"""Tolerance for the rounding of refills (0.1 * 10 tokens is 0.9999999999999998)."""
+
 
 class TokenBucket:
     """``rate`` tokens per second, holding at most ``burst``."""
@@ -32,17 +35,21 @@ class TokenBucket:
             self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
             self.stamp = now
 
-    def try_take(self, now: float, n: float = 1.0) -> bool:
+    def has(self, now: float, n: float = 1.0) -> bool:
         self._refill(now)
-        if self.tokens >= n:
-            self.tokens -= n
+        return self.tokens >= n - _EPS
+
+    def try_take(self, now: float, n: float = 1.0) -> bool:
+        if self.has(now, n):
+            self.tokens = max(0.0, self.tokens - n)
             return True
         return False
 
     def ready_at(self, now: float, n: float = 1.0) -> float:
         """When ``n`` tokens will be there (``now`` if they already are)."""
-        self._refill(now)
-        return now if self.tokens >= n else now + (n - self.tokens) / self.rate
+        if self.has(now, n):
+            return now
+        return now + max((n - self.tokens) / self.rate, _EPS)
 
 
 class Admission:
@@ -89,11 +96,11 @@ class Admission:
             sb = self._bucket(
                 self._sandbox, spec.environment, cfg.sandbox_rate, cfg.sandbox_burst, now
             )
-            if sb.ready_at(now) > now:
+            if not sb.has(now):
                 return self._refused(sb, now)
         if cfg.run_start_rate is not None:
             rb = self._bucket(self._run, spec.run_id, cfg.run_start_rate, cfg.run_start_burst, now)
-            if rb.ready_at(now) > now:
+            if not rb.has(now):
                 return self._refused(rb, now)
         if sb is not None:
             sb.try_take(now)

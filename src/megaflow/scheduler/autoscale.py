@@ -51,11 +51,20 @@ class ThresholdAutoscaler:
         self.over_since: float | None = None
 
     def evaluate(
-        self, now: float, depth: int, instances: int, idle: list[tuple[str, float]]
+        self,
+        now: float,
+        depth: int,
+        instances: int,
+        idle: list[tuple[str, float]],
+        *,
+        booting: int = 0,
+        per_instance: int = 1,
     ) -> tuple[int, list[str]]:
         """How many instances to add, and which idle ones to release.
 
-        ``idle`` lists ``(instance id, idle since)`` of instances running nothing.
+        ``idle`` lists ``(instance id, idle since)`` of instances running nothing;
+        ``booting`` instances are on their way and hold ``per_instance`` tasks each,
+        so they are not asked for twice.
         """
         cfg = self.cfg
         up = 0
@@ -63,7 +72,9 @@ class ThresholdAutoscaler:
             if self.over_since is None:
                 self.over_since = now
             if now - self.over_since >= cfg.sustain_s:
-                up = max(0, min(cfg.step, cfg.max_instances - instances))
+                need = -(-depth // max(1, per_instance)) - booting
+                room = cfg.max_instances - instances - booting
+                up = max(0, min(cfg.step, room, need))
                 self.over_since = now  # the next step needs another sustained window
         else:
             self.over_since = None

@@ -1,0 +1,116 @@
+"""Ready-made simulation studies: policies side by side, shared against per-type
+queues, and end-to-end time as the load and the fleet grow together."""
+
+from __future__ import annotations
+
+import asyncio
+
+from megaflow.scheduler.abstract import InstanceSpec
+from megaflow.scheduler.config import (
+    AdmissionConfig,
+    AutoscaleConfig,
+    FairPolicyConfig,
+    FifoPolicyConfig,
+    PolicyConfig,
+    PriorityPolicyConfig,
+    SchedulerConfig,
+)
+from megaflow.sim.engine import SimOptions, SimulatedFleet, Simulator
+from megaflow.sim.report import SimReport
+from megaflow.sim.trace import TraceTask, mean_cpu_seconds, synthetic_trace
+
+INSTANCE = InstanceSpec("template", cpu=8, memory_mb=32768, slots=8)
+
+
+def policy_config(name: str) -> PolicyConfig:
+    if name == "fifo":
+        return FifoPolicyConfig()
+    if name == "priority":
+        return PriorityPolicyConfig()
+    if name == "fair":
+        return FairPolicyConfig()
+    raise ValueError(f"unknown policy {name!r}; use fifo, priority or fair")
+
+
+def fleet(n: int, template: InstanceSpec = INSTANCE) -> list[InstanceSpec]:
+    t = template
+    return [InstanceSpec(f"i{k}", t.region, t.cpu, t.memory_mb, t.gpu, t.slots) for k in range(n)]
+
+
+def arrival_rate(instances: int, load: float, mix: dict[str, float]) -> float:
+    """Arrivals per second that ask for ``load`` times the fleet's CPU."""
+    return load * instances * INSTANCE.cpu / mean_cpu_seconds(mix)
+
+
+def simulate(
+    policy: str,
+    instances: list[InstanceSpec],
+    trace: list[TraceTask],
+    *,
+    queues: str = "shared",
+    preemption: bool = False,
+) -> SimReport:
+    cfg = SchedulerConfig(
+        policy=policy_config(policy),
+        queues=queues,  # type: ignore[arg-type]
+        max_concurrency=1_000_000,
+        preemption=preemption,
+    )
+    return asyncio.run(Simulator(cfg, instances, trace).run())
+
+
+def compare(
+    policies: list[str], instances: int, tasks: int, *, seed: int = 0, load: float = 1.2,
+    queues: str = "shared", trace: list[TraceTask] | None = None,
+) -> dict[str, SimReport]:  # fmt: skip
+    """Every policy on the same trace and fleet."""
+    mix = {"train": 0.5, "eval": 0.3, "synth": 0.2}
+    if trace is None:
+        trace = synthetic_trace(tasks, seed=seed, rate=arrival_rate(instances, load, mix), mix=mix)
+    return {p: simulate(p, fleet(instances), trace, queues=queues) for p in policies}
+
+
+def queue_layout_study(
+    instances: int, tasks: int, shares: list[float], *, seed: int = 0, load: float = 1.2,
+    policy: str = "priority",
+) -> dict[str, SimReport]:  # fmt: skip
+    """Shared against per-type queues as the dominant type's share of the mix grows."""
+    out: dict[str, SimReport] = {}
+    for share in shares:
+        rest = (1.0 - share) / 2
+        mix = {"train": share, "eval": rest, "synth": rest}
+        rate = arrival_rate(instances, load, mix)
+        trace = synthetic_trace(tasks, seed=seed, rate=rate, mix=mix)
+        for layout in ("shared", "per_type"):
+            out[f"train {share:.0%}, {layout}"] = simulate(
+                policy, fleet(instances), trace, queues=layout
+            )
+    return out
+
+
+def scaling_study(
+    sizes: list[int], *, duration_s: float = 6000.0, seed: int = 0, sandbox_rate: float = 200.0
+) -> dict[str, SimReport]:
+    """``n`` tasks of about ``duration_s`` arrive together on an empty fleet that
+    autoscales; end-to-end time should not grow with ``n``."""
+    import random
+
+    out: dict[str, SimReport] = {}
+    for n in sizes:
+        rng = random.Random(seed)
+        trace = [
+            TraceTask(arrival_s=0.0, duration_s=duration_s * rng.uniform(0.95, 1.05), cpu=1.0)
+            for _ in range(n)
+        ]
+        cfg = SchedulerConfig(
+            max_concurrency=1_000_000,
+            admission=AdmissionConfig(sandbox_rate=sandbox_rate, sandbox_burst=sandbox_rate),
+            autoscale=AutoscaleConfig(
+                enabled=True, queue_threshold=0, sustain_s=0, step=2000, idle_s=600,
+                max_instances=100_000,
+            ),
+        )  # fmt: skip
+        sim_fleet = SimulatedFleet(INSTANCE, boot_s=60.0)
+        sim = Simulator(cfg, [], trace, fleet=sim_fleet, options=SimOptions())
+        out[f"{n:,} tasks"] = asyncio.run(sim.run())
+    return out
