@@ -166,3 +166,15 @@ def test_every_model_config_has_its_tag() -> None:
     with pytest.raises(ValueError, match="extra"):
         adapter.validate_python({"type": "replay", "bogus": 1})
     assert GatewayConfig().model.type == "replay"
+
+
+def test_eval_openai_example_is_a_valid_run_config() -> None:
+    from pathlib import Path
+
+    from megaflow.config.loader import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "examples" / "eval-openai.yaml")
+    assert isinstance(cfg.model, OpenAIModelConfig)
+    assert cfg.agent.type == "builtin"
+    assert cfg.samples == 4
