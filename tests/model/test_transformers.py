@@ -67,3 +67,25 @@ def test_tool_calls_are_parsed_from_text() -> None:
         "<tool_call>{not json}</tool_call>",
         [],
     )
+
+
+@pytest.mark.slow
+async def test_token_data_travels_through_the_http_gateway(tiny_model: Path) -> None:
+    import httpx
+
+    from megaflow.model.client import HttpModelClient
+    from megaflow.model.factory import make_model_service
+    from megaflow.model.gateway import GatewayServer
+
+    cfg = TransformersModelConfig(model=str(tiny_model), max_new_tokens=4)
+    async with GatewayServer(make_model_service(cfg)) as gw:
+        body = {"model": "default", "messages": [{"role": "user", "content": "test the code"}]}
+        async with httpx.AsyncClient() as http:
+            raw = (await http.post(f"{gw.base_url}/chat/completions", json=body)).json()
+        assert len(raw["megaflow"]["token_ids"]) == 4
+        async with HttpModelClient(gw.base_url) as client:
+            out = await client.chat(body["messages"], trajectory_id="t-http")  # type: ignore[arg-type]
+            (call,) = await client.calls("t-http")
+    assert out.token_ids == raw["megaflow"]["token_ids"]
+    assert call.token_ids == out.token_ids
+    assert call.logprobs == out.logprobs
