@@ -60,15 +60,16 @@ def our_cgroups() -> list[Path]:
     return [p for p in CGROUP_ROOT.glob(f"*/{GROUP}/{key}/*") if p.is_dir()]
 
 
-def mounts() -> set[str]:
+def mounts(below: Path) -> set[str]:
+    """Mount points under ``below`` (the machine's other mounts are not ours)."""
     with open("/proc/self/mountinfo") as f:
-        return {line.split()[4] for line in f}
+        return {p for p in (line.split()[4] for line in f) if p.startswith(str(below))}
 
 
 @pytest.fixture(autouse=True)
 def leak_check(tmp_path: Path) -> Iterator[None]:
     """No process, cgroup, mount or sandbox directory may outlive a test."""
-    before_mounts = mounts()
+    before_mounts = mounts(tmp_path)
     before_procs = set(descendants(os.getpid()))
     yield
     deadline = time.monotonic() + 5
@@ -84,7 +85,7 @@ def leak_check(tmp_path: Path) -> Iterator[None]:
         time.sleep(0.05)
     assert not procs, f"processes leaked: {procs}"
     assert not groups, f"cgroups leaked: {groups}"
-    assert mounts() - before_mounts == set(), "mounts leaked"
+    assert mounts(tmp_path) - before_mounts == set(), "mounts leaked"
     boxes = list(tmp_path.glob("**/boxes/*"))
     assert not boxes, f"sandbox directories leaked: {boxes}"
 

@@ -124,3 +124,9 @@ async def test_concurrent_execs_in_one_sandbox(runtime: Runtime) -> None:
     async with await runtime.create(SPEC) as sb:
         results = await asyncio.gather(*(sb.exec(f"sleep 0.2; echo {i}") for i in range(8)))
         assert [r.stdout.strip() for r in results] == [str(i) for i in range(8)]
+
+
+async def test_exec_without_timeout(runtime: Runtime) -> None:
+    async with await runtime.create(SPEC) as sb:
+        result = await sb.exec("sleep 0.1; echo done", timeout=None)
+        assert (result.stdout, result.timed_out) == ("done\n", False)

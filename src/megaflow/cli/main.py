@@ -5,7 +5,15 @@ from __future__ import annotations
 import typer
 
 from megaflow import __version__
-from megaflow.cli import bench_cmd, config_cmd, inspect_cmd, run_cmd, sim_cmd, tasks_cmd
+from megaflow.cli import (
+    bench_cmd,
+    config_cmd,
+    inspect_cmd,
+    run_cmd,
+    sandbox_cmd,
+    sim_cmd,
+    tasks_cmd,
+)
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
 
@@ -18,6 +26,7 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(tasks_cmd.app, name="tasks")
+app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("run")(run_cmd.run)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)

@@ -65,6 +65,7 @@ class LocalRuntime(Runtime):
         self._source = b""
         self._started = False
         self._reap_task: asyncio.Task[None] | None = None
+        self.reaped_at_start = 0
 
     @property
     def sandbox_root(self) -> Path:
@@ -81,7 +82,7 @@ class LocalRuntime(Runtime):
         checkout = _checkout_of(Path.cwd()) if self.cfg.hide_checkout else None
         self.hide = [*hide, *([checkout] if checkout else [])]
         self._started = True
-        await self.reap_orphans()
+        self.reaped_at_start = await self.reap_orphans()
         self._reap_task = asyncio.get_running_loop().create_task(self._reap_loop())
 
     async def _reap_loop(self) -> None:

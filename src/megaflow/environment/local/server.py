@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 HDR = struct.Struct(">II")
 CHUNK = 65536
+INF = float("inf")
 MARSHAL_VERSION = 4
 
 
@@ -79,7 +80,9 @@ class Server:
         self.poll.register(0, select.POLLIN)
         self.poll.register(self.wake_r, select.POLLIN)
         while True:
-            deadlines = [j.deadline for j in self.jobs.values() if not j.timed_out]
+            deadlines = [
+                j.deadline for j in self.jobs.values() if not j.timed_out and j.deadline < INF
+            ]
             wait = min(deadlines) - time.monotonic() if deadlines else None
             events = self.poll.poll(None if wait is None else max(wait, 0) * 1000 + 1)
             for fd, _ in events:
@@ -146,7 +149,7 @@ class Server:
         os.close(out_w)
         os.close(err_w)
         timeout = head.get("timeout")
-        deadline = time.monotonic() + timeout if timeout is not None else float("inf")
+        deadline = time.monotonic() + timeout if timeout is not None else INF
         job = Job(head["id"], pid, (out_r, err_r), head["cap"], deadline)
         self.jobs[pid] = job
         for i, fd in enumerate(job.fds):

@@ -1,0 +1,264 @@
+"""Local sandbox start, acquire, exec and teardown latency, density, and podman as peer.
+
+- cold start: ``LocalRuntime.create`` until the exec server answers (host
+  image, no setup), one at a time and 16 at once;
+- warm acquire: ``SandboxPool.acquire`` from a persistent pool with spares;
+- exec round trip: ``sandbox.exec(["true"])``;
+- teardown: ``sandbox.destroy()``;
+- density: live persistent sandboxes (``--live N``) and host memory per
+  sandbox (drop of MemAvailable, and the summed PSS of their processes);
+- peer: ``podman run --rm`` (runc, cgroupfs) of ``true`` in a busybox image
+  imported from the same root filesystem, against local
+  create + exec ``true`` + destroy of that image.
+
+Targets: cold start P99 <= 50 ms, warm acquire P99 <= 5 ms, exec P50 <= 3 ms,
+>= 1,000 live sandboxes at <= 10 MiB each, cold start >= 5x faster than podman.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
+from megaflow.environment.local import LocalRuntime, LocalSandbox
+from megaflow.environment.pool import SandboxPool
+from megaflow.environment.rootfs import build_busybox_rootfs
+from report import report
+
+HOST = EnvironmentSpec()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.1f} ms"
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = await fn()
+    return time.perf_counter() - t0, out
+
+
+async def cold_starts(rt: LocalRuntime, n: int, conc: int) -> tuple[list[float], list[float]]:
+    starts: list[float] = []
+    downs: list[float] = []
+    for _ in range(max(1, n // conc)):
+        batch = await asyncio.gather(*(timed(lambda: rt.create(HOST)) for _ in range(conc)))
+        starts += [t for t, _ in batch]
+        for _, sb in batch:
+            assert isinstance(sb, LocalSandbox)
+            t, _ = await timed(sb.destroy)
+            downs.append(t)
+    return starts, downs
+
+
+async def warm_acquires(rt: LocalRuntime, n: int) -> list[float]:
+    cfg = PoolConfig(min=4, max=4, warm_share=1.0)
+    out = []
+    async with SandboxPool(rt, "persistent", cfg) as pool:
+        await pool.prewarm(HOST)
+        for i in range(n):
+            t, sb = await timed(lambda i=i: pool.acquire(HOST, owner=f"t{i}"))
+            out.append(t)
+            await pool.release(sb)  # type: ignore[arg-type]
+    return out
+
+
+async def exec_trips(rt: LocalRuntime, n: int) -> list[float]:
+    async with await rt.create(HOST) as sb:
+        for _ in range(10):
+            await sb.exec(["true"])
+        return [(await timed(lambda: sb.exec(["true"])))[0] for _ in range(n)]
+
+
+def mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def pss_of(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+async def density(rt: LocalRuntime, live: int) -> tuple[int, float, float, float]:
+    """Start ``live`` persistent sandboxes; (reached, MiB each by MemAvailable,
+    MiB each by PSS, seconds taken)."""
+    before = mem_available()
+    boxes: list[LocalSandbox] = []
+    t0 = time.perf_counter()
+    try:
+        while len(boxes) < live:
+            batch = min(16, live - len(boxes))
+            boxes += await asyncio.gather(*(rt.create(HOST) for _ in range(batch)))
+        took = time.perf_counter() - t0
+        await asyncio.sleep(1)
+        results = await asyncio.gather(*(sb.exec(["true"]) for sb in boxes))
+        ok = sum(r.ok for r in results)
+        by_avail = (before - mem_available()) / len(boxes) / 2**20
+        pids = [p for sb in boxes if sb.cgroup for p in sb.cgroup.pids_in()]
+        by_pss = pss_of(pids) / len(boxes) / 2**20
+        return ok, by_avail, by_pss, took
+    finally:
+        for i in range(0, len(boxes), 64):
+            await asyncio.gather(*(sb.destroy() for sb in boxes[i : i + 64]))
+
+
+class Podman:
+    """``podman`` on private storage, with runc and cgroupfs."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
+        self.cli += ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+        self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.cli, *args], capture_output=True, text=True, check=False)
+
+    def close(self) -> None:
+        self.run("rmi", "-a", "-f")
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4] for line in f if str(self.base) in line]
+        for point in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def podman_runs(rootfs: Path, n: int) -> list[float] | str:
+    if shutil.which("podman") is None:
+        return "podman not installed"
+    pm = Podman(Path(tempfile.mkdtemp(prefix="mf-bench-podman-")))
+    try:
+        done = pm.run("import", "-q", str(rootfs), "megaflow-bench:rootfs")
+        if done.returncode != 0:
+            return f"podman import failed: {done.stderr.strip()[:200]}"
+        nofile = os.sysconf("SC_OPEN_MAX")
+        limits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=32768:32768"]
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            done = pm.run(
+                "run", "--rm", "--network", "none", *limits, "megaflow-bench:rootfs", "true"
+            )
+            out.append(time.perf_counter() - t0)
+            if done.returncode != 0:
+                return f"podman run failed: {done.stderr.strip()[:200]}"
+        return out
+    finally:
+        pm.close()
+
+
+async def local_same_command(rt: LocalRuntime, rootfs: Path, n: int) -> list[float]:
+    spec = EnvironmentSpec(image=str(rootfs))
+    async with await rt.create(spec):  # unpack the image once, outside the timing
+        pass
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sb = await rt.create(spec)
+        assert (await sb.exec(["true"])).ok
+        await sb.destroy()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+async def main(args: argparse.Namespace) -> None:
+    q = args.quick
+    n_cold, n_warm, n_exec, n_peer = (12, 50, 100, 3) if q else (60, 300, 500, 10)
+    live = args.live or (20 if q else 100)
+    work = Path(tempfile.mkdtemp(prefix="mf-bench-sandbox-"))
+    rootfs = build_busybox_rootfs(work / "busybox.tar")
+    rt = LocalRuntime(LocalRuntimeConfig(root=str(work / "local")))
+    await rt.start()
+    try:
+        cold1, down = await cold_starts(rt, n_cold, 1)
+        cold16, _ = await cold_starts(rt, max(16, n_cold), 16)
+        warm = await warm_acquires(rt, n_warm)
+        trips = await exec_trips(rt, n_exec)
+        ok, by_avail, by_pss, took = await density(rt, live)
+        local_same = await local_same_command(rt, rootfs, n_peer)
+    finally:
+        await rt.stop()
+    peer = podman_runs(rootfs, n_peer)
+    shutil.rmtree(work, ignore_errors=True)
+
+    def row(name: str, vals: list[float], target: str) -> list[str]:
+        return [name, ms(pct(vals, 50)), ms(pct(vals, 99)), target, str(len(vals))]
+
+    rows = [
+        row("local cold start, concurrency 1", cold1, "P99 <= 50 ms"),
+        row("local cold start, concurrency 16", cold16, "-"),
+        row("warm-pool acquire (persistent)", warm, "P99 <= 5 ms"),
+        row("exec round trip (`true`)", trips, "P50 <= 3 ms"),
+        row("teardown", down, "-"),
+        row("local create+exec+destroy, busybox image", local_same, "-"),
+    ]
+    if isinstance(peer, list):
+        rows.append(row("peer: podman run --rm, busybox image", peer, "-"))
+        speed = statistics.median(peer) / statistics.median(cold1)
+        speed_same = statistics.median(peer) / statistics.median(local_same)
+        ratio = f"{speed:.0f}x (cold start), {speed_same:.0f}x (same command, start to removal)"
+    else:
+        rows.append(["peer: podman run --rm", peer, "-", "-", "0"])
+        ratio = "n/a"
+    rows.append(["podman P50 / local P50", ratio, "", ">= 5x", ""])
+    rows.append(
+        [
+            f"live persistent sandboxes (asked {live})",
+            f"{ok} answering",
+            f"started in {took:.1f} s",
+            ">= 1,000",
+            "",
+        ]
+    )
+    rows.append(
+        [
+            "host memory per sandbox",
+            f"{by_avail:.1f} MiB (MemAvailable drop)",
+            f"{by_pss:.1f} MiB (PSS)",
+            "<= 10 MiB",
+            "",
+        ]
+    )
+    notes = (
+        "P50/P99 columns hold the figure for the rows without percentiles. "
+        "Run with `--live 1000` for the density target; the default is smaller."
+    )
+    cols = ["figure", "P50", "P99", "target", "n"]
+    report("sandbox", "Local sandboxes (bubblewrap) vs podman run", cols, rows, notes)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short run for a smoke test")
+    parser.add_argument("--live", type=int, default=0, help="live sandboxes to reach")
+    asyncio.run(main(parser.parse_args()))

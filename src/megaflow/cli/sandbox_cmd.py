@@ -1,0 +1,147 @@
+"""``megaflow sandbox``: a shell in a local sandbox, and listing and cleaning up sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import typer
+import yaml
+
+from megaflow.cli.common import console, err_console, fail
+from megaflow.core.errors import MegaFlowError
+from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.environment.config import LocalRuntimeConfig
+
+app = typer.Typer(help="Debug and clean up local sandboxes.", no_args_is_help=True)
+RootOption = typer.Option(
+    LocalRuntimeConfig().root, "--root", help="The local runtime's directory."
+)
+
+
+def load_spec(spec: str | None, network: str | None) -> EnvironmentSpec:
+    """SPEC is a YAML/JSON file holding an EnvironmentSpec, or just an image."""
+    if spec and spec.endswith((".yaml", ".yml", ".json")):
+        path = Path(spec)
+        if not path.is_file():
+            fail(f"spec file {spec} does not exist")
+        data = yaml.safe_load(path.read_text()) or {}
+    else:
+        data = {"image": spec or "host"}
+    if network:
+        data["network"] = network
+    try:
+        return EnvironmentSpec.model_validate(data)
+    except ValueError as e:
+        fail(f"invalid sandbox spec {spec}: {e}")
+
+
+async def _shell(spec: EnvironmentSpec, root: str) -> None:
+    from megaflow.environment.local import LocalRuntime
+
+    async with LocalRuntime(LocalRuntimeConfig(root=root)) as rt:
+        sb = await rt.create(spec, owner="cli-shell")
+        cwd = spec.workdir
+        err_console.print(f"[dim]sandbox {sb.id} ({spec.image}); 'exit' or Ctrl-D leaves[/]")
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, _prompt, cwd)
+            if line is None or line.strip() == "exit":
+                break
+            if not line.strip():
+                continue
+            words = shlex.split(line) if line.lstrip().startswith("cd") else []
+            if words and words[0] == "cd":  # each line runs on its own; keep the cwd here
+                where = await sb.exec(
+                    f"cd {shlex.quote(words[1] if len(words) > 1 else spec.workdir)} && pwd",
+                    cwd=cwd,
+                )
+                if where.ok:
+                    cwd = where.stdout.strip()
+                else:
+                    sys.stderr.write(where.stderr)
+                continue
+            result = await sb.exec(line, timeout=None, cwd=cwd)
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            if result.truncated:
+                err_console.print("[yellow](output truncated)[/]")
+            if result.exit_code:
+                err_console.print(f"[dim]exit {result.exit_code}[/]")
+
+
+def _prompt(cwd: str) -> str | None:
+    try:
+        return input(f"sandbox:{cwd}$ ")
+    except EOFError:
+        return None
+
+
+@app.command("shell")
+def shell(
+    spec: str = typer.Argument(
+        None, help="An image ('host', a rootfs dir or tarball) or a spec file."
+    ),
+    network: str = typer.Option(None, help="none | loopback | host"),
+    root: str = RootOption,
+) -> None:
+    """Open a line-by-line shell in a fresh local sandbox; it is destroyed on exit."""
+    parsed = load_spec(spec, network)
+    try:
+        asyncio.run(_shell(parsed, root))
+    except MegaFlowError as e:
+        fail(str(e))
+
+
+@app.command("ls")
+def ls(root: str = RootOption) -> None:
+    """List the local sandboxes recorded under ROOT, live or left behind."""
+    from megaflow.environment.local.records import SandboxRecord, key_alive
+
+    boxes = Path(root) / "boxes"
+    rows = [("ID", "OWNER", "STATE", "AGE", "TTL LEFT", "PROCESS", "IMAGE")]
+    now = time.time()
+    for entry in sorted(boxes.iterdir()) if boxes.is_dir() else []:
+        rec = SandboxRecord.load(entry)
+        if rec is None:
+            rows.append((entry.name, "-", "no-record", "-", "-", "-", "-"))
+            continue
+        state = "running" if rec.bwrap_alive() else "dead"
+        if not key_alive(rec.process):
+            state += ",orphan"
+        rows.append(
+            (rec.id, rec.owner or "-", state, f"{now - rec.created_at:.0f}s",
+             f"{rec.deadline - now:.0f}s", rec.process, rec.image)
+        )  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+
+
+@app.command("gc")
+def gc(
+    root: str = RootOption,
+    images: bool = typer.Option(False, "--images", help="Also empty the image cache."),
+) -> None:
+    """Remove sandboxes whose process died or whose deadline passed, and their cgroups."""
+    from megaflow.environment.local import LocalRuntime
+
+    async def go() -> int:
+        rt = LocalRuntime(LocalRuntimeConfig(root=root))
+        await rt.start()  # start reaps
+        removed = rt.reaped_at_start
+        if images:
+            rt.remove_all_images()
+        await rt.stop()
+        return removed
+
+    try:
+        removed = asyncio.run(go())
+    except MegaFlowError as e:
+        fail(str(e))
+    console.print(
+        f"removed {removed} orphaned sandbox(es)" + (" and the image cache" if images else "")
+    )
