@@ -55,6 +55,11 @@ class SchedulerStub:
                 request_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
                 _registered_method=True)
+        self.WaitRun = channel.unary_unary(
+                '/megaflow.v1.Scheduler/WaitRun',
+                request_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
+                _registered_method=True)
         self.ListTasks = channel.unary_unary(
                 '/megaflow.v1.Scheduler/ListTasks',
                 request_serializer=megaflow_dot_v1_dot_scheduler__pb2.ListTasksRequest.SerializeToString,
@@ -97,6 +102,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitRun(self, request, context):
+        """Returns once every task of the run is terminal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListTasks(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -104,7 +116,8 @@ class SchedulerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchEvents(self, request, context):
-        """Every event published after the call, until the client hangs up.
+        """Every event published after the call, until the client hangs up. The
+        first message has kind "subscribed" and no event: from then on nothing is missed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +143,11 @@ def add_SchedulerServicer_to_server(servicer, server):
             ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
+                    request_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.FromString,
+                    response_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.SerializeToString,
+            ),
+            'WaitRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitRun,
                     request_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.FromString,
                     response_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.SerializeToString,
             ),
@@ -250,6 +268,33 @@ class Scheduler:
             request,
             target,
             '/megaflow.v1.Scheduler/GetRun',
+            megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
+            megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/megaflow.v1.Scheduler/WaitRun',
             megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
             megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
             options,

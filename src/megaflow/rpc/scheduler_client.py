@@ -1,0 +1,149 @@
+"""A :class:`ControlPlane` behind a remote Scheduler service.
+
+::
+
+    async with GrpcControlPlane("10.0.0.5:20051", token) as cp:
+        await cp.submit_run(run, tasks)
+        print((await cp.wait(run.id)).counts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import grpc
+
+from megaflow.core.errors import TransportError
+from megaflow.core.events import Event, parse_event
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskRecord, TaskSpec
+from megaflow.rpc.config import TlsConfig
+from megaflow.rpc.control import ControlPlane, EventStream, RunStatus
+from megaflow.rpc.gen import scheduler_pb2 as pb
+from megaflow.rpc.gen import scheduler_pb2_grpc
+from megaflow.rpc.scheduler_server import SUBSCRIBED
+from megaflow.rpc.server import DEFAULT_MAX_MESSAGE, call_metadata, open_channel
+from megaflow.rpc.status import error_from
+
+T = TypeVar("T")
+
+
+def status_from_pb(msg: pb.RunStatus) -> RunStatus:
+    return RunStatus(
+        run=RunSpec.model_validate_json(msg.run_json),
+        counts={TaskState(k): v for k, v in msg.counts.items()},
+        done=msg.done,
+    )
+
+
+class _GrpcStream(EventStream):
+    def __init__(self, call: Any, what: str) -> None:
+        self._call = call
+        self._what = what
+
+    async def _events(self) -> AsyncIterator[Event]:
+        try:
+            while (msg := await self._call.read()) is not grpc.aio.EOF:
+                yield parse_event(msg.event_json)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.CANCELLED:
+                raise error_from(err, self._what) from None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def close(self) -> None:
+        self._call.cancel()
+
+
+class GrpcControlPlane(ControlPlane):
+    def __init__(
+        self,
+        target: str,
+        token: str,
+        tls: TlsConfig | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        self.target = target
+        self.tls = tls
+        self.max_message_bytes = max_message_bytes
+        self._md = call_metadata(token)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+
+    async def start(self) -> None:
+        if self._channel is None:
+            self._channel = open_channel(self.target, self.tls, self.max_message_bytes)
+            self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def stop(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _call(self, what: str, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
+        await self.start()
+        try:
+            return await fn(self._stub, self._md)
+        except grpc.aio.AioRpcError as err:
+            raise error_from(err, f"scheduler service {self.target} {what}") from None
+
+    async def submit_run(self, run: RunSpec, tasks: list[TaskSpec]) -> int:
+        req = pb.SubmitRunRequest(
+            run_json=run.model_dump_json(), task_json=[t.model_dump_json() for t in tasks]
+        )
+        reply = await self._call("SubmitRun", lambda s, md: s.SubmitRun(req, metadata=md))
+        return int(reply.accepted)
+
+    async def submit_tasks(self, run_id: str, tasks: list[TaskSpec]) -> int:
+        req = pb.SubmitTasksRequest(run_id=run_id, task_json=[t.model_dump_json() for t in tasks])
+        reply = await self._call("SubmitTasks", lambda s, md: s.SubmitTasks(req, metadata=md))
+        return int(reply.accepted)
+
+    async def cancel(self, run_id: str, task_id: str | None = None) -> int:
+        req = pb.CancelRequest(run_id=run_id, task_id=task_id)
+        reply = await self._call("Cancel", lambda s, md: s.Cancel(req, metadata=md))
+        return int(reply.cancelled)
+
+    async def get_run(self, run_id: str) -> RunStatus:
+        ref = pb.RunRef(run_id=run_id)
+        return status_from_pb(await self._call("GetRun", lambda s, md: s.GetRun(ref, metadata=md)))
+
+    async def wait(self, run_id: str) -> RunStatus:
+        ref = pb.RunRef(run_id=run_id)
+        reply = await self._call("WaitRun", lambda s, md: s.WaitRun(ref, metadata=md))
+        return status_from_pb(reply)
+
+    async def list_tasks(
+        self, run_id: str, states: Iterable[TaskState] | None = None
+    ) -> list[TaskRecord]:
+        req = pb.ListTasksRequest(run_id=run_id, states=[s.value for s in states or ()])
+        reply = await self._call("ListTasks", lambda s, md: s.ListTasks(req, metadata=md))
+        return [TaskRecord.model_validate_json(t) for t in reply.task_json]
+
+    async def watch(
+        self, run_id: str | None = None, kinds: Iterable[str] | None = None
+    ) -> EventStream:
+        await self.start()
+        what = f"scheduler service {self.target} WatchEvents"
+        req = pb.WatchRequest(run_id=run_id or "", kinds=list(kinds or ()))
+        call = self._stub.WatchEvents(req, metadata=self._md)
+        try:
+            first = await call.read()
+        except grpc.aio.AioRpcError as err:
+            raise error_from(err, what) from None
+        if first is grpc.aio.EOF or first.kind != SUBSCRIBED:
+            call.cancel()
+            raise TransportError(f"{what}: the stream did not confirm its subscription")
+        return _GrpcStream(call, what)
