@@ -198,7 +198,7 @@ def main() -> None:
         [name, f"{r['rate']:.0f}", f"{r['p50'] * 1000:.1f} ms", f"{r['p99'] * 1000:.1f} ms"]
         for name, r in results
     ]
-    rates = dict((name, r["rate"]) for name, r in results)
+    rates = {name: r["rate"] for name, r in results}
     ratio = rates["MegaFlow gateway (scripted)"] / rates["peer: bare FastAPI endpoint"]
     notes = (
         f"{calls} calls per mode, {args.concurrency} in flight, 10-message requests. "
