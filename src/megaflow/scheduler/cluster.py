@@ -9,6 +9,7 @@ instances. CPU is kept in millicores so that sums never drift.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from megaflow.core.tasks import Resources, TaskSpec
@@ -71,12 +72,15 @@ class Region:
         self.instances: dict[str, Instance] = {}
         self.running = 0
         self.total_slots = 0
+        self._nofit: set[tuple[int, int, int]] = set()
+        """Needs known not to fit; capacity only shrinks until the next release."""
         self._index: dict[_Key, dict[str, Instance]] = {}
 
     # -- membership ------------------------------------------------------------
     def add(self, inst: Instance) -> None:
         self.instances[inst.id] = inst
         self.total_slots += inst.spec.slots
+        self._nofit.clear()
         self._index_add(inst)
 
     def remove(self, inst_id: str) -> Instance | None:
@@ -104,7 +108,10 @@ class Region:
         """The instance where the task leaves the least capacity unused."""
         if self.cap is not None and self.running >= self.cap:
             return None
-        c, m, g = _need(res)
+        need = _need(res)
+        if need in self._nofit:
+            return None
+        c, m, g = need
         best: dict[str, Instance] | None = None
         best_score = 0.0
         for key, bucket in self._index.items():
@@ -114,7 +121,16 @@ class Region:
             score = (fc - c) / cc + (fm - m) / cm + ((fg - g) / cg if cg else 0.0)
             if best is None or score < best_score:
                 best, best_score = bucket, score
-        return None if best is None else next(iter(best.values()))
+        if best is None:
+            self._nofit.add(need)
+            return None
+        return next(iter(best.values()))
+
+    def hopeless(self, needs: Iterable[Resources]) -> bool:
+        """True when none of ``needs`` can fit now (known without a search)."""
+        if self.cap is not None and self.running >= self.cap:
+            return True
+        return all(_need(r) in self._nofit for r in needs)
 
     def reserve(self, inst: Instance, spec: TaskSpec) -> None:
         c, m, g = _need(spec.resources)
@@ -140,6 +156,7 @@ class Region:
         inst.slots += 1
         if not inst.running:
             inst.idle_since = now
+        self._nofit.clear()
         if inst.alive:
             self._index_add(inst)
             self.running -= 1

@@ -43,6 +43,7 @@ class DispatchCore:
         self.running: dict[str, Placed] = {}
         self._shapes: Counter[_Shape] = Counter()
         self._region_of: dict[str, str] = {}
+        self._needs_cache: list[Resources] | None = None
         self._seq = 0
 
     # -- cluster ---------------------------------------------------------------
@@ -103,12 +104,21 @@ class DispatchCore:
         self.queued[name] += 1
         self.pending[task.id] = task
         self._region_of[task.id] = name
-        self._shapes[self._shape(task.spec)] += 1
+        shape = self._shape(task.spec)
+        if shape not in self._shapes:
+            self._needs_cache = None
+        self._shapes[shape] += 1
 
     def submit(self, spec: TaskSpec, now: float, seq: int | None = None) -> PendingTask:
         task = PendingTask(spec, self.next_seq() if seq is None else seq, now)
         self.enqueue(task)
         return task
+
+    def _needs(self) -> list[Resources]:
+        if self._needs_cache is None:
+            self._needs_cache = [Resources.model_construct(cpu=c, memory_mb=m, gpu=g)
+                                 for c, m, g in self._shapes]  # fmt: skip
+        return self._needs_cache
 
     @staticmethod
     def _shape(spec: TaskSpec) -> _Shape:
@@ -123,6 +133,7 @@ class DispatchCore:
         self._shapes[shape] -= 1
         if self._shapes[shape] <= 0:
             del self._shapes[shape]
+            self._needs_cache = None
 
     def remove(self, task_id: str) -> PendingTask | None:
         """Take a waiting task out of the queue (cancellation, queue timeout)."""
@@ -151,7 +162,7 @@ class DispatchCore:
             if not self.queued[name]:
                 continue
             limit = min(self.cfg.max_concurrency - adm.running, region.free_slots)
-            if limit > 0:
+            if limit > 0 and not region.hopeless(self._needs()):
                 made = self.queues[name].decide(region, admit, limit, self.cfg.scan_limit)
                 for d in made:
                     self._unqueue(d.task)
