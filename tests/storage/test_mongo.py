@@ -6,6 +6,7 @@ Shared behaviour is in ``test_metadata_contract.py``.
 
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
@@ -19,7 +20,7 @@ from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import make_metadata_store
 from megaflow.storage.mongo import MongoMetadataStore
 from megaflow.storage.transition_plan import TaskChange, plan_transitions
-from tests.fixtures.sql_servers import MongoServer, free_port
+from tests.fixtures.sql_servers import MongoServer, find_nx27017, free_port, running_nx27017
 from tests.storage.conftest import make_tasks
 
 pytestmark = pytest.mark.services
@@ -170,3 +171,17 @@ async def test_built_from_config(mongo_server: MongoServer, database: str) -> No
     async with store:
         await store.create_run(RunSpec(id="r1"))
         assert [r.id for r in await store.list_runs()] == ["r1"]
+
+
+async def test_a_lost_server_is_a_storage_error(mongo_server: MongoServer, tmp_path: Path) -> None:
+    binary = find_nx27017()
+    assert binary is not None  # mongo_server has found it already
+    with running_nx27017(binary, tmp_path) as private:
+        store = MongoMetadataStore(private.uri, database="gone", connect_timeout_s=0.5)
+        await store.start()
+        await store.create_run(RunSpec(id="r1"))
+    try:
+        with pytest.raises(StorageError, match="list_runs failed"):
+            await store.list_runs()
+    finally:
+        await store.stop()

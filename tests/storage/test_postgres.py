@@ -147,3 +147,18 @@ async def test_built_from_config(schema: Schema) -> None:
     async with store:
         await store.create_run(RunSpec(id="r1"))
     assert await schema.fetch("SELECT id FROM runs") == [("r1",)]
+
+
+async def test_a_lost_connection_is_a_storage_error_and_the_pool_recovers(schema: Schema) -> None:
+    async with PostgresMetadataStore(
+        schema.dsn, schema=schema.name, min_connections=1, max_connections=1
+    ) as store:
+        await store.create_run(RunSpec(id="r1"))
+        killed = await schema.fetch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            f"megaflow-{schema.name}",
+        )
+        assert killed == [(True,)]
+        with pytest.raises(StorageError, match="connection lost"):
+            await store.list_runs()
+        assert [r.id for r in await store.list_runs()] == ["r1"]

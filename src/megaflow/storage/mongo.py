@@ -26,10 +26,11 @@ when ``replace_one(..., upsert=True)`` targets one that exists.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
@@ -47,6 +48,23 @@ TransactionMode = Literal["auto", "on", "off"]
 Doc = dict[str, Any]
 Session = AsyncClientSession | None
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_Store = TypeVar("_Store", bound="MongoMetadataStore")
+
+
+def _storage_errors(
+    method: Callable[Concatenate[_Store, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[_Store, _P], Coroutine[Any, Any, _T]]:
+    """Report what pymongo raises (a lost server, a refused command) as ``StorageError``."""
+
+    @functools.wraps(method)
+    async def wrapper(self: _Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await method(self, *args, **kwargs)
+        except PyMongoError as exc:
+            raise StorageError(f"MongoDB {method.__name__} failed: {exc}") from exc
+
+    return wrapper
 
 
 def _record(doc: Doc) -> TaskRecord:
@@ -139,11 +157,13 @@ class MongoMetadataStore(MetadataStore):
         async with self._client.start_session() as session:
             return await session.with_transaction(body)
 
+    @_storage_errors
     async def schema_version(self) -> int:
         found = await self._coll("meta").find_one({"_id": "schema"})
         return int(found["version"]) if found else 0
 
     # -- runs ---------------------------------------------------------------
+    @_storage_errors
     async def create_run(self, run: RunSpec) -> None:
         doc = {"_id": run.id, "name": run.name, "created_at": run.created_at,
                "spec": run.model_dump_json()}  # fmt: skip
@@ -152,17 +172,20 @@ class MongoMetadataStore(MetadataStore):
         except DuplicateKeyError:
             raise AlreadyExists(f"run {run.id!r} already exists") from None
 
+    @_storage_errors
     async def get_run(self, run_id: str) -> RunSpec:
         doc = await self._coll("runs").find_one({"_id": run_id})
         if doc is None:
             raise NotFound(f"run {run_id!r} not found")
         return RunSpec.model_validate_json(doc["spec"])
 
+    @_storage_errors
     async def list_runs(self) -> list[RunSpec]:
         cursor = self._coll("runs").find({}, sort=[("created_at", ASCENDING), ("_id", ASCENDING)])
         return [RunSpec.model_validate_json(d["spec"]) async for d in cursor]
 
     # -- tasks --------------------------------------------------------------
+    @_storage_errors
     async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
         if not tasks:
             return []
@@ -227,12 +250,14 @@ class MongoMetadataStore(MetadataStore):
             existing = next(i for i in ids if i in found)
             raise AlreadyExists(f"task id {existing!r} already exists")
 
+    @_storage_errors
     async def get_task(self, task_id: str) -> TaskRecord:
         doc = await self._coll("tasks").find_one({"_id": task_id})
         if doc is None:
             raise NotFound(f"task {task_id!r} not found")
         return _record(doc)
 
+    @_storage_errors
     async def list_tasks(
         self,
         run_id: str | None = None,
@@ -254,6 +279,7 @@ class MongoMetadataStore(MetadataStore):
             cursor = cursor.limit(int(limit))
         return [_record(d) async for d in cursor]
 
+    @_storage_errors
     async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]:
         pipeline: list[Doc] = [{"$group": {"_id": "$state", "n": {"$sum": 1}}}]
         if run_id is not None:
@@ -261,6 +287,7 @@ class MongoMetadataStore(MetadataStore):
         cursor = await self._coll("tasks").aggregate(pipeline)
         return {TaskState(d["_id"]): int(d["n"]) async for d in cursor}
 
+    @_storage_errors
     async def transition_many(self, transitions: Sequence[Transition]) -> None:
         if transitions:
             await self._atomic(lambda s: self._transition_many(transitions, s))
@@ -319,6 +346,7 @@ class MongoMetadataStore(MetadataStore):
         )
 
     # -- attempts and results ------------------------------------------------
+    @_storage_errors
     async def put_attempt(self, attempt: Attempt) -> None:
         doc = {"task_id": attempt.task_id, "number": attempt.number,
                "body": attempt.model_dump_json()}  # fmt: skip
@@ -327,10 +355,12 @@ class MongoMetadataStore(MetadataStore):
             {"_id": f"{attempt.task_id}#{attempt.number}"}, {"$set": doc}, upsert=True
         )
 
+    @_storage_errors
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         cursor = self._coll("attempts").find({"task_id": task_id}, sort=[("number", ASCENDING)])
         return [Attempt.model_validate_json(d["body"]) async for d in cursor]
 
+    @_storage_errors
     async def put_result(self, result: TaskResult) -> None:
         task = await self._coll("tasks").find_one({"_id": result.task_id}, {"run_id": 1, "seq": 1})
         if task is None:
@@ -339,12 +369,14 @@ class MongoMetadataStore(MetadataStore):
                "reward": result.reward, "body": result.model_dump_json()}  # fmt: skip
         await self._coll("results").update_one({"_id": result.task_id}, {"$set": doc}, upsert=True)
 
+    @_storage_errors
     async def get_result(self, task_id: str) -> TaskResult:
         doc = await self._coll("results").find_one({"_id": task_id})
         if doc is None:
             raise NotFound(f"no result for task {task_id!r}")
         return TaskResult.model_validate_json(doc["body"])
 
+    @_storage_errors
     async def list_results(self, run_id: str) -> list[TaskResult]:
         cursor = self._coll("results").find({"run_id": run_id}, sort=[("seq", ASCENDING)])
         return [TaskResult.model_validate_json(d["body"]) async for d in cursor]

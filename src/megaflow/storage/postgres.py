@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -77,7 +78,7 @@ class PostgresMetadataStore(MetadataStore):
             self.dsn,
             min_size=self.min_connections,
             max_size=self.max_connections,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "application_name": f"megaflow-{self.schema}"[:63]},
             configure=self._configure,
             timeout=self.connect_timeout_s,
             open=False,
@@ -112,6 +113,9 @@ class PostgresMetadataStore(MetadataStore):
                 yield conn
         except PoolTimeout as exc:
             raise StorageError(f"no PostgreSQL connection free or reachable: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            # the pool drops a broken connection; the next call gets a fresh one
+            raise StorageError(f"PostgreSQL connection lost: {exc}") from exc
 
     async def _fetchall(self, query: Any, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         async with self._conn() as conn:
