@@ -1,0 +1,325 @@
+"""One container-runtime sandbox: a container, its execs, files and snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import docker
+from docker.errors import APIError, DockerException
+from docker.errors import NotFound as DockerNotFound
+
+from megaflow.core.errors import NotFound, SandboxError
+from megaflow.environment.abstract import (
+    DEFAULT_OUTPUT_CAP,
+    EnvironmentSpec,
+    ExecResult,
+    Sandbox,
+    SandboxInfo,
+    SandboxStats,
+)
+from megaflow.environment.container_exec import (
+    EXEC_TAG,
+    KILL_SCRIPT,
+    RESET_SCRIPT,
+    SNAPSHOT_SCRIPT,
+    Output,
+    abort,
+    drain,
+    no_timeout,
+)
+from megaflow.environment.container_tar import first_file, plain_tar, single_file_tar
+
+if TYPE_CHECKING:
+    from megaflow.environment.container import ContainerRuntime
+
+KILL_GRACE_S = 5.0  # after the kill exec, how long the stream may take to end
+SCRIPT_TIMEOUT_S = 120.0
+
+
+def from_labels(c: dict[str, Any]) -> SandboxInfo:
+    """A sandbox's record, rebuilt from its container's labels and state."""
+    labels = c.get("Labels") or {}
+    state = c.get("State")
+    return SandboxInfo(
+        id=labels.get("megaflow.sandbox") or c["Id"][:12],
+        runtime="container",
+        state="ready" if state == "running" else "starting" if state == "created" else "stopped",
+        owner=labels.get("megaflow.owner") or None,
+        created_at=float(labels.get("megaflow.created") or 0),
+        deadline=float(labels.get("megaflow.deadline") or 0),
+        image=labels.get("megaflow.image") or c.get("Image", ""),
+    )
+
+
+class ContainerSandbox(Sandbox):
+    """A container whose main process idles; every command is an exec."""
+
+    def __init__(
+        self,
+        runtime: ContainerRuntime,
+        client: docker.DockerClient,
+        container_id: str,
+        info: SandboxInfo,
+        spec: EnvironmentSpec,
+    ) -> None:
+        self.info = info
+        self.spec = spec
+        self.container_id = container_id
+        self.start_seconds = 0.0
+        """Seconds from create to ready, not counting the image load."""
+        self._runtime = runtime
+        self._api = client.api
+        self._busy = 0
+        self._peak = 0
+        self._destroyed = False
+
+    @property
+    def image_load_seconds(self) -> float:
+        """Seconds the runtime spent loading this sandbox's image on its first use."""
+        return self._runtime.image_load_seconds.get(self.spec.image, 0.0)
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
+
+    def _alive(self) -> None:
+        if self._destroyed:
+            raise SandboxError(f"sandbox {self.id} is destroyed")
+
+    # -- commands -------------------------------------------------------------
+
+    async def exec(
+        self,
+        command: str | list[str],
+        timeout: float | None = 60.0,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        self._alive()
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        tag = uuid.uuid4().hex
+        environment = {**(env or {}), EXEC_TAG: tag}
+        workdir = self._path(cwd) if cwd else self.spec.workdir
+        output = Output(output_cap)
+        started = time.monotonic()
+        timed_out = False
+        self._busy += 1
+        self.info.state = "busy"
+        try:
+            eid, sock = await self._runtime.run(self._start_exec, argv, environment, workdir)
+            reader = asyncio.ensure_future(self._runtime.run_stream(drain, sock, output))
+            try:
+                await asyncio.wait_for(asyncio.shield(reader), timeout)
+            except TimeoutError:
+                timed_out = True
+                await self._kill(tag)
+                try:
+                    await asyncio.wait_for(asyncio.shield(reader), KILL_GRACE_S)
+                except TimeoutError:
+                    await self._kill_container()
+                    abort(sock)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._kill(tag))
+                abort(sock)
+                raise
+            finally:
+                if not reader.done():
+                    abort(sock)
+                await asyncio.gather(reader, return_exceptions=True)
+                abort(sock)
+            code = await self._runtime.run(self._exit_code, eid)
+        except (DockerNotFound, APIError) as e:
+            raise SandboxError(
+                f"sandbox {self.id}: exec {argv[:3]!r} failed: {e} (if its container "
+                "stopped, e.g. after a fork bomb, reset() starts it again)"
+            ) from e
+        finally:
+            self._busy -= 1
+            if self._busy == 0 and not self._destroyed:
+                self.info.state = "ready"
+        return ExecResult(
+            exit_code=137
+            if timed_out and code in (None, 0)
+            else (code if code is not None else -1),
+            stdout=output.out.decode(errors="replace"),
+            stderr=output.err.decode(errors="replace"),
+            truncated=output.truncated,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _start_exec(self, argv: list[str], env: dict[str, str], workdir: str) -> tuple[str, Any]:
+        eid: str = self._api.exec_create(
+            self.container_id, argv, environment=env, workdir=workdir, stdin=False
+        )["Id"]
+        sock = self._api.exec_start(eid, socket=True)
+        no_timeout(sock)
+        return eid, sock
+
+    def _exit_code(self, eid: str, wait_s: float = 2.0) -> int | None:
+        """The exit code once the engine has it (it can lag the end of the stream)."""
+        deadline, pause = time.monotonic() + wait_s, 0.002
+        while True:
+            state = self._api.exec_inspect(eid)
+            if not state.get("Running"):
+                code = state.get("ExitCode")
+                return int(code) if code is not None else None
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    async def _script(self, script: str, arg: str) -> ExecResult:
+        return await self.exec(["/bin/sh", "-c", script, arg], timeout=SCRIPT_TIMEOUT_S)
+
+    async def _kill(self, tag: str) -> None:
+        """SIGKILL every process of one exec, and their process groups.
+
+        The kill exec's short stream is read on a control thread, not a stream
+        thread, so it runs even when every stream thread waits on a command
+        that hangs. When the kill exec itself cannot run (a fork bomb holds
+        every pid of the limit), the whole container is killed; ``reset``
+        starts it again.
+        """
+        try:
+            if await self._runtime.run(self._run_quiet, ["/bin/sh", "-c", KILL_SCRIPT, tag]) == 0:
+                return
+        except DockerNotFound:
+            return  # the container is gone, and its processes with it
+        except DockerException:
+            pass
+        await self._kill_container()
+
+    async def _kill_container(self) -> None:
+        try:
+            await self._runtime.run(self._api.kill, self.container_id, "KILL")
+        except DockerException:
+            pass
+
+    def _run_quiet(self, argv: list[str]) -> int | None:
+        eid, sock = self._start_exec(argv, {}, "/")
+        try:
+            drain(sock, Output(4096))
+        finally:
+            abort(sock)
+        return self._exit_code(eid)
+
+    # -- files ----------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        full = self._path(path)
+        return first_file(await self._get_archive(full), full)
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        full = self._path(path)
+        await self._put_archive("/", single_file_tar(full.lstrip("/"), data, mode))
+
+    async def upload(self, tar_stream: bytes, dest: str) -> None:
+        full = self._path(dest)
+        data = await self._runtime.run(plain_tar, tar_stream)
+        try:
+            await self._put_archive(full, data)
+        except NotFound:  # Docker wants the directory to exist; Podman makes it
+            r = await self.exec(["mkdir", "-p", full], timeout=SCRIPT_TIMEOUT_S)
+            if not r.ok:
+                raise SandboxError(
+                    f"sandbox {self.id}: cannot create {full!r}: {r.stderr}"
+                ) from None
+            await self._put_archive(full, data)
+
+    async def download(self, path: str) -> bytes:
+        return await self._get_archive(self._path(path))
+
+    async def _get_archive(self, full: str) -> bytes:
+        self._alive()
+
+        def get() -> bytes:
+            chunks, _ = self._api.get_archive(self.container_id, full)
+            return b"".join(chunks)
+
+        try:
+            return await self._runtime.run(get)
+        except DockerNotFound:
+            raise NotFound(f"sandbox {self.id}: no such file {full!r}") from None
+        except DockerException as e:
+            raise SandboxError(f"sandbox {self.id}: cannot read {full!r}: {e}") from e
+
+    async def _put_archive(self, full: str, data: bytes) -> None:
+        self._alive()
+        try:
+            await self._runtime.run(self._api.put_archive, self.container_id, full, data)
+        except DockerNotFound:
+            raise NotFound(f"sandbox {self.id}: no such directory {full!r}") from None
+        except DockerException as e:
+            raise SandboxError(f"sandbox {self.id}: cannot write into {full!r}: {e}") from e
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def snapshot(self) -> None:
+        """Record the workspace; ``reset`` brings it back."""
+        r = await self._script(SNAPSHOT_SCRIPT, self.spec.workdir)
+        if not r.ok:
+            raise SandboxError(f"sandbox {self.id}: workspace snapshot failed: {r.stderr.strip()}")
+
+    async def reset(self) -> None:
+        """Kill all processes, empty /tmp, restore the workspace snapshot.
+
+        When the reset exec cannot run (a fork bomb holds every pid of the
+        limit) or the container stopped, the container is killed and started
+        again; the snapshot lives in its writable layer, so it survives.
+        """
+        self._alive()
+        try:
+            r = await self._script(RESET_SCRIPT, self.spec.workdir)
+            if r.ok:
+                return
+        except SandboxError:
+            pass
+        await self._restart()
+        r = await self._script(RESET_SCRIPT, self.spec.workdir)
+        if not r.ok:
+            raise SandboxError(f"sandbox {self.id}: reset failed: {r.stderr.strip()}")
+
+    async def _restart(self) -> None:
+        def restart() -> None:
+            if self._api.inspect_container(self.container_id)["State"]["Running"]:
+                self._api.kill(self.container_id, "KILL")
+                self._api.wait(self.container_id, timeout=SCRIPT_TIMEOUT_S)
+            self._api.start(self.container_id)
+
+        try:
+            await self._runtime.run(restart)
+        except DockerException as e:
+            raise SandboxError(f"sandbox {self.id}: cannot restart its container: {e}") from e
+
+    async def stats(self) -> SandboxStats:
+        self._alive()
+        try:
+            raw = await self._runtime.run(
+                self._api.stats, self.container_id, stream=False, one_shot=True
+            )
+        except DockerException as e:
+            raise SandboxError(f"sandbox {self.id}: stats failed: {e}") from e
+        mem = raw.get("memory_stats") or {}
+        usage = int(mem.get("usage") or 0)
+        # Docker on cgroup v1 reports max_usage; Podman does not, so keep the highest seen.
+        self._peak = max(self._peak, usage, int(mem.get("max_usage") or 0))
+        cpu = ((raw.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage") or 0
+        return SandboxStats(
+            cpu_seconds=int(cpu) / 1e9,
+            memory_bytes=usage,
+            memory_peak_bytes=self._peak,
+            pids=int((raw.get("pids_stats") or {}).get("current") or 0),
+        )
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        self.info.state = "stopped"
+        self._runtime.forget(self.id)
+        await asyncio.shield(self._runtime.run(self._runtime.remove_container, self.container_id))
