@@ -59,7 +59,10 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def new_trajectory(task: TaskSpec, attempt: int = 1) -> Trajectory:
-    tid = f"{task.run_id}/{task.id}/a{attempt}-{uuid.uuid4().hex[:6]}"
+    """A fresh trajectory; its id names the run, the task and the attempt, plus a
+    random suffix so that no two attempts share recorded calls."""
+    base = task.id if task.id.startswith(f"{task.run_id}/") else f"{task.run_id}/{task.id}"
+    tid = f"{base}/a{attempt}-{uuid.uuid4().hex[:6]}"
     return Trajectory(id=tid, task_id=task.id, run_id=task.run_id, attempt=attempt)
 
 
