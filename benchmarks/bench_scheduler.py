@@ -1,8 +1,8 @@
 """Control-plane benchmark: throughput, decision latency, simulator speed and scaling.
 
-    python benchmarks/bench_scheduler.py --quick         # about a minute
-    python benchmarks/bench_scheduler.py                  # bigger runs
-    python benchmarks/bench_scheduler.py --sim-instances 10000 --sim-tasks 100000
+    python benchmarks/bench_scheduler.py --quick         # a smoke run
+    python benchmarks/bench_scheduler.py                  # the default, a minute or two
+    python benchmarks/bench_scheduler.py --tasks 20000 --sim-instances 10000 --sim-tasks 100000
 
 Figures: no-op tasks through the full state machine (SQLite file, and
 in-memory SQLite), the P99 of one scheduling decision with 10,000 queued
@@ -134,15 +134,15 @@ def ray_noop(n: int) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="Small runs (about a minute).")
+    ap.add_argument("--quick", action="store_true", help="Small runs, for a smoke test.")
     ap.add_argument("--tasks", type=int, help="No-op tasks per throughput run.")
     ap.add_argument("--sim-instances", type=int, help="Simulated instances (default 1,000).")
     ap.add_argument("--sim-tasks", type=int, help="Simulated tasks (default 10,000).")
     ap.add_argument("--no-ray", action="store_true", help="Skip the Ray peer.")
     args = ap.parse_args()
-    n = args.tasks or (5_000 if args.quick else 20_000)
-    sim_i = args.sim_instances or 1_000
-    sim_t = args.sim_tasks or 10_000
+    n = args.tasks or (2_000 if args.quick else 5_000)
+    sim_i = args.sim_instances or (500 if args.quick else 1_000)
+    sim_t = args.sim_tasks or (5_000 if args.quick else 10_000)
     console = Console(width=max(Console().width, 130))
     rows: list[tuple[str, str, str]] = []
 
@@ -182,7 +182,7 @@ def main() -> None:
         f"{min(spans) / 60:,.1f}-{max(spans) / 60:,.1f} min (spread {spread:.1%})",
         "flat within 10%",
     )
-    layout = queue_layout_study(200 if args.quick else 500, 4_000 if args.quick else 20_000,
+    layout = queue_layout_study(100 if args.quick else 300, 3_000 if args.quick else 10_000,
                                 [0.5, 0.7, 0.8, 0.9])  # fmt: skip
 
     table = Table(title="MegaFlow control plane")
