@@ -13,6 +13,8 @@ NEEDED=(
   "busybox:busybox-static"
   "pytest-3:python3-pytest"
   "initdb:postgresql"
+  "redis-server:redis-server"
+  "redis-cli:redis-tools"
 )
 
 missing=()

@@ -8,7 +8,7 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-pytest_plugins = ["tests.fixtures.sql_servers", "tests.fixtures.podman"]
+pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.sql_servers", "tests.fixtures.podman"]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -157,6 +157,12 @@ class TaskQueue(_Lifecycle):
     @abc.abstractmethod
     async def size(self) -> int: ...
 
+    async def ack(self, task_ids: Iterable[str]) -> int:
+        """Confirm that popped entries were recorded by the consumer; returns how
+        many were pending. Queues that deliver at least once (Redis) redeliver an
+        entry popped but never acknowledged; in-process queues need no ack."""
+        return 0
+
 
 class Subscription(abc.ABC):
     """A bounded stream of events for one subscriber."""

@@ -1,0 +1,224 @@
+"""Event bus on a Redis Stream, shared by every process of a namespace.
+
+``publish`` appends the event as JSON to the stream ``{megaflow:<ns>}:events``
+(trimmed to about ``max_len`` entries). Each subscription is its own
+consumer group, so every subscriber sees every event published after it
+subscribed, in publish order. A background reader moves entries into the
+subscription's bounded buffer and acknowledges them once they are there.
+
+Backpressure: the reader asks Redis for no more than the buffer has room
+for, so a slow subscriber's backlog waits in the stream, never in this
+process's memory. Publishers in other processes are not slowed down; a
+subscriber that falls more than ``max_len`` events behind loses the oldest
+ones. ``overflow="drop_oldest"`` keeps the newest events instead and counts
+the dropped ones, as on the in-process bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Literal
+
+from megaflow.core.events import Event, parse_event
+from megaflow.storage import redis_client
+from megaflow.storage.abstract import EventBus, Subscription
+
+Overflow = Literal["block", "drop_oldest"]
+_log = logging.getLogger(__name__)
+_RETRY_S = 0.5
+
+
+class RedisSubscription(Subscription):
+    def __init__(
+        self,
+        bus: RedisEventBus,
+        group: str,
+        kinds: frozenset[str] | None,
+        maxsize: int,
+        overflow: Overflow,
+    ) -> None:
+        self._bus = bus
+        self.group = group
+        self.kinds = kinds
+        self.overflow = overflow
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
+        self.dropped = 0
+        self.closed = False
+        self._reader: asyncio.Task[None] | None = None
+
+    def wants(self, event: Event) -> bool:
+        return self.kinds is None or event.kind in self.kinds
+
+    def _room(self) -> int:
+        return self.queue.maxsize - self.queue.qsize()
+
+    async def _deliver(self, event: Event, *, wait: bool) -> None:
+        if self.overflow == "block" and wait:
+            await self.queue.put(event)
+            return
+        while self.queue.full():
+            self.queue.get_nowait()
+            self.dropped += 1
+        self.queue.put_nowait(event)
+
+    async def _read(self, block_ms: int | None, count: int, *, wait: bool = True) -> int:
+        """One XREADGROUP; returns how many entries it read."""
+        bus = self._bus
+        resp = await bus.client.xreadgroup(
+            self.group, "reader", {bus.stream: ">"}, count=count, block=block_ms
+        )
+        ids: list[bytes] = []
+        for _stream, entries in resp or []:
+            for entry_id, fields in entries:
+                ids.append(entry_id)
+                event = parse_event(fields[b"e"])
+                if self.wants(event):
+                    await self._deliver(event, wait=wait)
+        if ids:
+            await bus.client.xack(bus.stream, self.group, *ids)
+        return len(ids)
+
+    async def _run(self) -> None:
+        while not self.closed:
+            try:
+                # With a full buffer, read one entry and wait in _deliver:
+                # the rest of the backlog stays in Redis.
+                count = max(1, self._room()) if self.overflow == "block" else self.queue.maxsize
+                await self._read(self._bus.block_ms, count)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.closed:  # redis-py may turn our cancellation into its own error
+                    return
+                if "NOGROUP" in str(exc):  # the server restarted without its data
+                    await self._bus.create_group(self.group, "0")
+                    continue
+                _log.warning("event subscription %s: %s; retrying", self.group, exc)
+                await asyncio.sleep(_RETRY_S)
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._run(), name=f"megaflow-events-{self.group}")
+
+    async def get(self, timeout: float | None = None) -> Event:
+        if timeout is None:
+            return await self.queue.get()
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    async def __anext__(self) -> Event:
+        if self.closed and self.queue.empty():
+            raise StopAsyncIteration
+        return await self.queue.get()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def close(self) -> None:
+        """Stop receiving. Events published before ``close`` that fit in the
+        buffer can still be read; the consumer group is deleted."""
+        if self.closed:
+            return
+        self.closed = True
+        reader = self._reader
+        # redis-py can swallow a cancellation that lands outside a blocking
+        # read; cancelling again until the reader ends covers that.
+        while reader is not None and not reader.done():
+            reader.cancel()
+            await asyncio.wait([reader], timeout=0.05)
+        if reader is not None and not reader.cancelled() and reader.exception() is not None:
+            _log.warning("event subscription %s reader failed: %s", self.group, reader.exception())
+        try:
+            async with redis_client.translate_errors(self._bus.url, "events close"):
+                while self._room() > 0 and await self._read(None, self._room(), wait=False):
+                    pass
+        finally:
+            await self._bus.destroy_group(self)
+
+
+class RedisEventBus(EventBus):
+    """Publish/subscribe over one Redis Stream per namespace."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        cluster: bool = False,
+        namespace: str = "default",
+        max_len: int = 100_000,
+        block_ms: int = 1000,
+        client: Any = None,
+    ) -> None:
+        self.url = url
+        self.cluster = cluster
+        self.stream = redis_client.key_prefix(namespace) + "events"
+        self.max_len = max_len
+        self.block_ms = block_ms
+        self._client = client
+        self._owns_client = client is None
+        self._subs: list[RedisSubscription] = []
+        self.published = 0
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            raise RuntimeError("RedisEventBus is not started; call start() or use 'async with'")
+        return self._client
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = redis_client.connect(self.url, cluster=self.cluster)
+        await redis_client.ping(self._client, self.url)
+
+    async def stop(self) -> None:
+        for sub in list(self._subs):
+            await sub.close()
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await redis_client.close(client)
+
+    async def publish(self, event: Event) -> None:
+        async with redis_client.translate_errors(self.url, "events publish"):
+            await self.client.xadd(
+                self.stream,
+                {"e": event.model_dump_json()},
+                maxlen=self.max_len,
+                approximate=True,
+            )
+        self.published += 1
+
+    async def subscribe(
+        self,
+        kinds: Iterable[str] | None = None,
+        maxsize: int = 1024,
+        overflow: Overflow = "block",
+    ) -> RedisSubscription:
+        if maxsize < 1:
+            raise ValueError(f"subscription maxsize must be at least 1, got {maxsize}")
+        group = f"sub-{uuid.uuid4().hex}"
+        await self.create_group(group, "$")
+        sub = RedisSubscription(
+            self, group, None if kinds is None else frozenset(kinds), maxsize, overflow
+        )
+        self._subs.append(sub)
+        sub.start()
+        return sub
+
+    async def create_group(self, group: str, start_id: str) -> None:
+        """A consumer group reading from ``start_id`` ('$': only new events)."""
+        from redis.exceptions import ResponseError
+
+        async with redis_client.translate_errors(self.url, "events subscribe"):
+            try:
+                await self.client.xgroup_create(self.stream, group, start_id, mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def destroy_group(self, sub: RedisSubscription) -> None:
+        if sub in self._subs:
+            self._subs.remove(sub)
+        if self._client is not None:
+            async with redis_client.translate_errors(self.url, "events unsubscribe"):
+                await self._client.xgroup_destroy(self.stream, sub.group)
