@@ -178,3 +178,29 @@ def test_eval_openai_example_is_a_valid_run_config() -> None:
     assert isinstance(cfg.model, OpenAIModelConfig)
     assert cfg.agent.type == "builtin"
     assert cfg.samples == 4
+
+
+async def test_openai_replicas_share_the_load() -> None:
+    slow = [0.05, {"content": "ok"}]
+    ups = [ModelService("m", Router([ScriptedBackend(slow)])) for _ in range(2)]
+    async with GatewayServer(ups[0]) as a, GatewayServer(ups[1]) as b:
+        cfg = OpenAIModelConfig(base_url=a.base_url, replicas=[b.base_url], model="m")
+        async with make_model_client(cfg) as client:
+            msgs = [{"role": "user", "content": "x"}]
+            outs = await asyncio.gather(*(client.chat(msgs) for _ in range(10)))
+            replicas = client.service.router.replicas
+            assert [r.served for r in replicas] == [5, 5]
+    assert all(o.content == "ok" for o in outs)
+    assert [u.calls_total for u in ups] == [5, 5]
+
+
+def test_recorder_forgets_the_oldest_unreleased_trajectory() -> None:
+    from megaflow.core.trajectory import ModelCall
+    from megaflow.model.service import CallRecorder, split_model_name
+
+    rec = CallRecorder(max_trajectories=2)
+    for t in ("a", "b", "c"):
+        rec.record(t, ModelCall())
+    assert (rec.calls("a"), len(rec.calls("c")), len(rec)) == ([], 1, 2)
+    assert split_model_name("m@run/t/0") == ("m", "run/t/0")
+    assert split_model_name("m") == ("m", None)

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from megaflow.core.errors import (
     InvalidInput,
@@ -148,7 +148,11 @@ def create_app(service: ModelService) -> FastAPI:
         except Exception as exc:
             return error(exc)
         if not chat_request.stream:
-            return completion_body(completion, chat_request.model)
+            # Serialised here: FastAPI's generic encoder costs more than the call.
+            return Response(
+                json.dumps(completion_body(completion, chat_request.model)),
+                media_type="application/json",
+            )
         opts = chat_request.stream_options or {}
         chunks = stream_chunks(completion, chat_request.model, bool(opts.get("include_usage")))
 
