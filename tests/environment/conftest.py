@@ -21,7 +21,7 @@ from megaflow.environment.local.cgroups import GROUP
 from megaflow.environment.local.records import process_key
 from megaflow.environment.rootfs import build_busybox_rootfs
 
-RUNTIMES = ["local"]
+RUNTIMES = ["local", "container"]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -103,6 +103,14 @@ def local_runtime(tmp_path: Path, **kwargs: object) -> LocalRuntime:
 async def _make_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Runtime:
     if name == "local":
         return local_runtime(tmp_path)
+    if name == "container":
+        from megaflow.environment.config import ContainerRuntimeConfig
+        from megaflow.environment.container import ContainerRuntime
+
+        svc = request.getfixturevalue("podman_service")
+        ns = f"contract-{os.urandom(4).hex()}"  # list() sees only this test's sandboxes
+        cfg = ContainerRuntimeConfig(base_url=svc.url, host_image=svc.image, namespace=ns)
+        return ContainerRuntime(cfg)
     raise AssertionError(f"no test runtime named {name!r}")
 
 
