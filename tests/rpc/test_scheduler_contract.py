@@ -84,6 +84,9 @@ async def test_submit_wait_get_and_list(cp: ControlPlane) -> None:
     assert [r.id for r in records] == ["a", "b", "c"]
     assert all(r.state is TaskState.SUCCEEDED for r in records)
     assert await cp.list_tasks("r1", [TaskState.FAILED]) == []
+    await cp.submit_run(RunSpec(id="r2", name="second"), [])
+    runs = await cp.list_runs()
+    assert [(s.run.id, s.total) for s in runs] == [("r1", 3), ("r2", 0)]
 
 
 async def test_bad_submissions(cp: ControlPlane) -> None:

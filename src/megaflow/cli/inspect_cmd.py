@@ -17,8 +17,16 @@ from megaflow.storage.abstract import MetadataStore
 def status(
     run_id: str | None = typer.Argument(None, help="A run id; all runs when omitted."),
     db: str = DbOption,
+    cluster: str | None = typer.Option(
+        None, "--cluster", help="Ask a running cluster's scheduler (host:port) instead of --db."
+    ),
 ) -> None:
     """Tasks by state, for one run or for every run."""
+    if cluster is not None:
+        from megaflow.cli import cluster_cmd
+
+        cluster_cmd.cluster_status(cluster, run_id)
+        return
 
     async def go(store: MetadataStore) -> list[tuple[str, str, dict[TaskState, int]]]:
         runs = [await store.get_run(run_id)] if run_id else await store.list_runs()

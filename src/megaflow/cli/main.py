@@ -7,6 +7,7 @@ import typer
 from megaflow import __version__
 from megaflow.cli import (
     bench_cmd,
+    cluster_cmd,
     config_cmd,
     inspect_cmd,
     run_cmd,
@@ -34,6 +35,7 @@ app.command("export")(inspect_cmd.export)
 app.command("bench")(bench_cmd.bench)
 app.command("sim")(sim_cmd.sim)
 app.command("serve-model")(serve_model)
+cluster_cmd.register(app)  # serve, up, down, submit
 
 
 @app.command()

@@ -57,8 +57,8 @@ class AuthConfig(_Cfg):
 
 
 class TlsConfig(_Cfg):
-    cert_file: str = Field(description="Server certificate chain (PEM).")
-    key_file: str = Field(description="Server private key (PEM).")
+    cert_file: str | None = Field(None, description="Server certificate chain (PEM).")
+    key_file: str | None = Field(None, description="Server private key (PEM).")
     ca_file: str | None = Field(
         None, description="CA that signed cert_file; clients verify the server with it."
     )
@@ -92,6 +92,11 @@ class EnvironmentEndpoint(_Endpoint):
 
 class SchedulerEndpoint(_Endpoint):
     port: int = 20051
+    executor: Literal["noop", "sleep"] = Field(
+        "noop",
+        description="What runs a task attempt in this service: 'noop' succeeds at once, "
+        "'sleep' holds its slot for payload['sleep_s'] seconds (control-plane tests, benchmarks).",
+    )
     config: SchedulerConfig = Field(default_factory=SchedulerConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
 

@@ -82,6 +82,9 @@ class ControlPlane(abc.ABC):
     async def get_run(self, run_id: str) -> RunStatus: ...
 
     @abc.abstractmethod
+    async def list_runs(self) -> list[RunStatus]: ...
+
+    @abc.abstractmethod
     async def wait(self, run_id: str) -> RunStatus:
         """Return once every task of the run is terminal."""
 
@@ -147,6 +150,10 @@ class LocalControlPlane(ControlPlane):
     async def get_run(self, run_id: str) -> RunStatus:
         run = await self.stores.metadata.get_run(run_id)
         return status_of(run, await self.stores.metadata.count_by_state(run_id))
+
+    async def list_runs(self) -> list[RunStatus]:
+        md = self.stores.metadata
+        return [status_of(r, await md.count_by_state(r.id)) for r in await md.list_runs()]
 
     async def wait(self, run_id: str) -> RunStatus:
         run = await self.stores.metadata.get_run(run_id)

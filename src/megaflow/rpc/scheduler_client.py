@@ -120,6 +120,11 @@ class GrpcControlPlane(ControlPlane):
         ref = pb.RunRef(run_id=run_id)
         return status_from_pb(await self._call("GetRun", lambda s, md: s.GetRun(ref, metadata=md)))
 
+    async def list_runs(self) -> list[RunStatus]:
+        req = pb.ListRunsRequest()
+        reply = await self._call("ListRuns", lambda s, md: s.ListRuns(req, metadata=md))
+        return [status_from_pb(r) for r in reply.runs]
+
     async def wait(self, run_id: str) -> RunStatus:
         ref = pb.RunRef(run_id=run_id)
         reply = await self._call("WaitRun", lambda s, md: s.WaitRun(ref, metadata=md))

@@ -74,6 +74,10 @@ class SchedulerServicer:
         return status_to_pb(await self.control.get_run(request.run_id))
 
     @handles_errors
+    async def ListRuns(self, request: pb.ListRunsRequest, context: Ctx) -> pb.RunList:
+        return pb.RunList(runs=[status_to_pb(s) for s in await self.control.list_runs()])
+
+    @handles_errors
     async def WaitRun(self, request: pb.RunRef, context: Ctx) -> pb.RunStatus:
         return status_to_pb(await self.control.wait(request.run_id))
 

@@ -81,6 +81,8 @@ class RpcServer:
         if self.tls is None:
             bound = self._server.add_insecure_port(address)
         else:
+            if not (self.tls.cert_file and self.tls.key_file):
+                raise ConfigError("a TLS server needs tls.cert_file and tls.key_file")
             creds = grpc.ssl_server_credentials(
                 [(_read(self.tls.key_file, "key"), _read(self.tls.cert_file, "certificate"))]
             )

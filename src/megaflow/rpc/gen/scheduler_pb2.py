@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmegaflow/v1/scheduler.proto\x12\x0bmegaflow.v1\"7\n\x10SubmitRunRequest\x12\x10\n\x08run_json\x18\x01 \x01(\t\x12\x11\n\ttask_json\x18\x02 \x03(\t\"7\n\x12SubmitTasksRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\ttask_json\x18\x02 \x03(\t\"/\n\x0bSubmitReply\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\"A\n\rCancelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x14\n\x07task_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_task_id\" \n\x0b\x43\x61ncelReply\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"\x18\n\x06RunRef\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x8e\x01\n\tRunStatus\x12\x10\n\x08run_json\x18\x01 \x01(\t\x12\x32\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\".megaflow.v1.RunStatus.CountsEntry\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"2\n\x10ListTasksRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06states\x18\x02 \x03(\t\"\x1d\n\x08TaskList\x12\x11\n\ttask_json\x18\x01 \x03(\t\"-\n\x0cWatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05kinds\x18\x02 \x03(\t\"0\n\x0c\x45ventMessage\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nevent_json\x18\x02 \x01(\t2\xd4\x03\n\tScheduler\x12\x44\n\tSubmitRun\x12\x1d.megaflow.v1.SubmitRunRequest\x1a\x18.megaflow.v1.SubmitReply\x12H\n\x0bSubmitTasks\x12\x1f.megaflow.v1.SubmitTasksRequest\x1a\x18.megaflow.v1.SubmitReply\x12>\n\x06\x43\x61ncel\x12\x1a.megaflow.v1.CancelRequest\x1a\x18.megaflow.v1.CancelReply\x12\x35\n\x06GetRun\x12\x13.megaflow.v1.RunRef\x1a\x16.megaflow.v1.RunStatus\x12\x36\n\x07WaitRun\x12\x13.megaflow.v1.RunRef\x1a\x16.megaflow.v1.RunStatus\x12\x41\n\tListTasks\x12\x1d.megaflow.v1.ListTasksRequest\x1a\x15.megaflow.v1.TaskList\x12\x45\n\x0bWatchEvents\x12\x19.megaflow.v1.WatchRequest\x1a\x19.megaflow.v1.EventMessage0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmegaflow/v1/scheduler.proto\x12\x0bmegaflow.v1\"7\n\x10SubmitRunRequest\x12\x10\n\x08run_json\x18\x01 \x01(\t\x12\x11\n\ttask_json\x18\x02 \x03(\t\"7\n\x12SubmitTasksRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\ttask_json\x18\x02 \x03(\t\"/\n\x0bSubmitReply\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x05\"A\n\rCancelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x14\n\x07task_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_task_id\" \n\x0b\x43\x61ncelReply\x12\x11\n\tcancelled\x18\x01 \x01(\x05\"\x18\n\x06RunRef\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x8e\x01\n\tRunStatus\x12\x10\n\x08run_json\x18\x01 \x01(\t\x12\x32\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\".megaflow.v1.RunStatus.CountsEntry\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\x11\n\x0fListRunsRequest\"/\n\x07RunList\x12$\n\x04runs\x18\x01 \x03(\x0b\x32\x16.megaflow.v1.RunStatus\"2\n\x10ListTasksRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06states\x18\x02 \x03(\t\"\x1d\n\x08TaskList\x12\x11\n\ttask_json\x18\x01 \x03(\t\"-\n\x0cWatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05kinds\x18\x02 \x03(\t\"0\n\x0c\x45ventMessage\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nevent_json\x18\x02 \x01(\t2\x94\x04\n\tScheduler\x12\x44\n\tSubmitRun\x12\x1d.megaflow.v1.SubmitRunRequest\x1a\x18.megaflow.v1.SubmitReply\x12H\n\x0bSubmitTasks\x12\x1f.megaflow.v1.SubmitTasksRequest\x1a\x18.megaflow.v1.SubmitReply\x12>\n\x06\x43\x61ncel\x12\x1a.megaflow.v1.CancelRequest\x1a\x18.megaflow.v1.CancelReply\x12\x35\n\x06GetRun\x12\x13.megaflow.v1.RunRef\x1a\x16.megaflow.v1.RunStatus\x12>\n\x08ListRuns\x12\x1c.megaflow.v1.ListRunsRequest\x1a\x14.megaflow.v1.RunList\x12\x36\n\x07WaitRun\x12\x13.megaflow.v1.RunRef\x1a\x16.megaflow.v1.RunStatus\x12\x41\n\tListTasks\x12\x1d.megaflow.v1.ListTasksRequest\x1a\x15.megaflow.v1.TaskList\x12\x45\n\x0bWatchEvents\x12\x19.megaflow.v1.WatchRequest\x1a\x19.megaflow.v1.EventMessage0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,14 +50,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSTATUS']._serialized_end=477
   _globals['_RUNSTATUS_COUNTSENTRY']._serialized_start=432
   _globals['_RUNSTATUS_COUNTSENTRY']._serialized_end=477
-  _globals['_LISTTASKSREQUEST']._serialized_start=479
-  _globals['_LISTTASKSREQUEST']._serialized_end=529
-  _globals['_TASKLIST']._serialized_start=531
-  _globals['_TASKLIST']._serialized_end=560
-  _globals['_WATCHREQUEST']._serialized_start=562
-  _globals['_WATCHREQUEST']._serialized_end=607
-  _globals['_EVENTMESSAGE']._serialized_start=609
-  _globals['_EVENTMESSAGE']._serialized_end=657
-  _globals['_SCHEDULER']._serialized_start=660
-  _globals['_SCHEDULER']._serialized_end=1128
+  _globals['_LISTRUNSREQUEST']._serialized_start=479
+  _globals['_LISTRUNSREQUEST']._serialized_end=496
+  _globals['_RUNLIST']._serialized_start=498
+  _globals['_RUNLIST']._serialized_end=545
+  _globals['_LISTTASKSREQUEST']._serialized_start=547
+  _globals['_LISTTASKSREQUEST']._serialized_end=597
+  _globals['_TASKLIST']._serialized_start=599
+  _globals['_TASKLIST']._serialized_end=628
+  _globals['_WATCHREQUEST']._serialized_start=630
+  _globals['_WATCHREQUEST']._serialized_end=675
+  _globals['_EVENTMESSAGE']._serialized_start=677
+  _globals['_EVENTMESSAGE']._serialized_end=725
+  _globals['_SCHEDULER']._serialized_start=728
+  _globals['_SCHEDULER']._serialized_end=1260
 # @@protoc_insertion_point(module_scope)

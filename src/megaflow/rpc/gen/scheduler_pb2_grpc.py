@@ -55,6 +55,11 @@ class SchedulerStub:
                 request_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
                 _registered_method=True)
+        self.ListRuns = channel.unary_unary(
+                '/megaflow.v1.Scheduler/ListRuns',
+                request_serializer=megaflow_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunList.FromString,
+                _registered_method=True)
         self.WaitRun = channel.unary_unary(
                 '/megaflow.v1.Scheduler/WaitRun',
                 request_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
@@ -102,6 +107,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRuns(self, request, context):
+        """Every run, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WaitRun(self, request, context):
         """Returns once every task of the run is terminal.
         """
@@ -145,6 +157,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetRun,
                     request_deserializer=megaflow_dot_v1_dot_scheduler__pb2.RunRef.FromString,
                     response_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunStatus.SerializeToString,
+            ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=megaflow_dot_v1_dot_scheduler__pb2.ListRunsRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_scheduler__pb2.RunList.SerializeToString,
             ),
             'WaitRun': grpc.unary_unary_rpc_method_handler(
                     servicer.WaitRun,
@@ -270,6 +287,33 @@ class Scheduler:
             '/megaflow.v1.Scheduler/GetRun',
             megaflow_dot_v1_dot_scheduler__pb2.RunRef.SerializeToString,
             megaflow_dot_v1_dot_scheduler__pb2.RunStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/megaflow.v1.Scheduler/ListRuns',
+            megaflow_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
+            megaflow_dot_v1_dot_scheduler__pb2.RunList.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,216 @@
+"""``megaflow serve | up | down | submit`` and ``status --cluster``: distributed mode.
+
+``serve`` runs services of a cluster config in this process; ``up`` starts a
+local development cluster with one process per service; ``submit`` and
+``status --cluster`` talk to a running Scheduler service. The bearer token
+comes from the cluster config (``auth``), or ``--token-file``, or the
+``MEGAFLOW_TOKEN`` variable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.table import Table
+
+from megaflow.cli.common import EXIT_FAILED, console, fail
+from megaflow.core.errors import MegaFlowError
+from megaflow.core.states import TaskState
+from megaflow.rpc.config import SERVICES, ClusterConfig, Service, TlsConfig, load_cluster_config
+from megaflow.rpc.control import RunStatus
+
+T = TypeVar("T")
+DEFAULT_CLUSTER = Path("cluster.yaml")
+TOKEN_ENV = "MEGAFLOW_TOKEN"
+TokenFileOption = typer.Option(
+    None, "--token-file", help=f"Bearer token file; default: ${TOKEN_ENV}, then the cluster's."
+)
+CaOption = typer.Option(None, "--ca-file", help="CA to verify a grpcs:// cluster with.")
+
+
+def _run(coro: Awaitable[T]) -> T:
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except MegaFlowError as exc:
+        fail(str(exc), EXIT_FAILED if not isinstance(exc, ValueError) else 2)
+
+
+def _config(path: Path | None) -> ClusterConfig:
+    if path is None:
+        return ClusterConfig()
+    try:
+        return load_cluster_config(path)
+    except MegaFlowError as exc:
+        fail(str(exc))
+
+
+def serve(
+    service: str = typer.Argument(..., help="scheduler, environment, agent, model or all."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Cluster config (YAML)."),
+) -> None:
+    """Run one service (or all) of a cluster in this process, until SIGTERM or Ctrl-C."""
+    from megaflow.rpc.cluster import SERVABLE
+    from megaflow.rpc.cluster import serve as serve_services
+
+    if service not in (*SERVICES, "all"):
+        fail(f"unknown service {service!r}; choose from {', '.join(SERVICES)} or all")
+    chosen: list[Service] = list(SERVABLE) if service == "all" else [service]  # type: ignore[list-item]
+    missing = [s for s in chosen if s not in SERVABLE]
+    if missing:
+        fail(f"no server for {missing} yet; servable services are {list(SERVABLE)}")
+    cfg = _config(config)
+
+    async def go() -> None:
+        token = cfg.auth.resolve(create=False)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        def ready(name: str, target: str) -> None:
+            tls = "TLS" if cfg.tls else "plaintext"
+            console.print(f"{name} service listening on {target} ({tls})", highlight=False)
+
+        await serve_services(chosen, cfg, token, stop, ready)
+
+    _run(go())
+
+
+def up(
+    config: Path = typer.Argument(DEFAULT_CLUSTER, help="Cluster config (YAML)."),
+    timeout: float = typer.Option(60.0, help="Seconds to wait for every service to be healthy."),
+) -> None:
+    """Start a local cluster: each service in its own process, health-checked."""
+    from megaflow.rpc import local_cluster
+
+    cfg = _config(config)
+
+    try:
+        token = cfg.auth.resolve(create=True)  # generated and stored 0600 when absent
+        started = local_cluster.up(cfg, config, token, timeout)
+    except MegaFlowError as exc:
+        fail(str(exc), EXIT_FAILED)
+    table = Table(title="megaflow cluster")
+    for col in ("service", "address", "pid", "log"):
+        table.add_column(col)
+    for m in started:
+        table.add_row(m.service, m.target, str(m.pid), m.log)
+    console.print(table)
+    if cfg.auth.token is None:
+        console.print(f"token: {cfg.auth.token_file} (mode 0600)", highlight=False)
+
+
+def down(
+    config: Path = typer.Argument(DEFAULT_CLUSTER, help="Cluster config (YAML)."),
+) -> None:
+    """Stop the local cluster that `megaflow up` started from CONFIG."""
+    from megaflow.rpc import local_cluster
+
+    cfg = _config(config if config.exists() else None)
+    stopped = local_cluster.down(Path(cfg.state_dir))
+    if not stopped:
+        console.print("no cluster was running")
+    for m in stopped:
+        console.print(f"stopped {m.service} (pid {m.pid})", highlight=False)
+
+
+def _token(token_file: Path | None, cluster_config: Path | None) -> str:
+    if token_file is not None:
+        from megaflow.rpc.auth import read_token
+
+        return read_token(token_file)
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV]
+    return _config(cluster_config).auth.resolve(create=False)
+
+
+def _target(url: str, ca_file: Path | None) -> tuple[str, TlsConfig | None]:
+    """``host:port``, ``grpc://host:port`` or ``grpcs://host:port`` (TLS)."""
+    if url.startswith("grpcs://"):
+        tls = TlsConfig(ca_file=str(ca_file) if ca_file else None)
+        return url.removeprefix("grpcs://"), tls
+    return url.removeprefix("grpc://"), None
+
+
+def submit(
+    config: Path = typer.Argument(..., help="A run config (YAML)."),
+    cluster: str = typer.Option(..., "--cluster", help="Scheduler address: host:port."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until every task is terminal."),
+    token_file: Path | None = TokenFileOption,
+    ca_file: Path | None = CaOption,
+    cluster_config: Path | None = typer.Option(None, "--cluster-config", help="For its token."),
+) -> None:
+    """Submit the run described by CONFIG to a running cluster."""
+    from megaflow.app.job import new_run_id
+    from megaflow.app.tasks import task_specs
+    from megaflow.config.loader import load_config
+    from megaflow.core.tasks import RunSpec
+    from megaflow.rpc.scheduler_client import GrpcControlPlane
+
+    try:
+        cfg = load_config(config)
+        run_id = new_run_id(cfg.name)
+        tasks = task_specs(cfg, run_id, config.parent)
+    except MegaFlowError as exc:
+        fail(str(exc))
+    run = RunSpec(id=run_id, name=cfg.name, config=cfg.model_dump(mode="json"))
+    target, tls = _target(cluster, ca_file)
+
+    async def go() -> RunStatus | None:
+        async with GrpcControlPlane(target, _token(token_file, cluster_config), tls) as cp:
+            await cp.submit_run(run, tasks)
+            return await cp.wait(run.id) if wait else None
+
+    final = _run(go())
+    console.print(f"submitted run {run.id}: {len(tasks)} tasks", highlight=False)
+    if final is not None:
+        _print_runs([final])
+
+
+def _print_runs(rows: list[RunStatus]) -> None:
+    shown = [s for s in TaskState if any(r.counts.get(s) for r in rows)]
+    table = Table(title="runs: tasks by state")
+    table.add_column("run", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    for state in shown:
+        table.add_column(state.value, justify="right")
+    table.add_column("total", justify="right")
+    for r in rows:
+        cells = (str(r.counts.get(s, 0)) for s in shown)
+        table.add_row(r.run.id, r.run.name, *cells, str(r.total))
+    console.print(table)
+
+
+def cluster_status(
+    cluster: str,
+    run_id: str | None,
+    token_file: Path | None = None,
+    ca_file: Path | None = None,
+    cluster_config: Path | None = None,
+) -> None:
+    """``megaflow status --cluster URL``: runs by state, from a running Scheduler service."""
+    from megaflow.rpc.scheduler_client import GrpcControlPlane
+
+    target, tls = _target(cluster, ca_file)
+
+    async def go() -> list[RunStatus]:
+        async with GrpcControlPlane(target, _token(token_file, cluster_config), tls) as cp:
+            return [await cp.get_run(run_id)] if run_id else await cp.list_runs()
+
+    rows = _run(go())
+    if not rows:
+        console.print("no runs yet")
+        return
+    _print_runs(rows)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``up``, ``down`` and ``submit`` to the ``megaflow`` app."""
+    for name, fn in (("serve", serve), ("up", up), ("down", down), ("submit", submit)):
+        app.command(name)(fn)

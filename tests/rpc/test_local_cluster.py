@@ -1,0 +1,122 @@
+"""`megaflow up | submit | status --cluster | down` on a real local cluster."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from megaflow.cli.main import app
+from megaflow.rpc.config import RESERVED_PORTS
+from megaflow.rpc.local_cluster import members
+
+CLI = [sys.executable, "-c", "from megaflow.cli.main import main; main()"]
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in RESERVED_PORTS:
+            return port
+
+
+def megaflow(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    sched_port = free_port()
+    cfg = {
+        "state_dir": str(tmp_path / "state"),
+        "auth": {"token_file": str(tmp_path / "state" / "token")},
+        "scheduler": {
+            "port": sched_port,
+            "storage": {"metadata": {"type": "sqlite", "path": str(tmp_path / "meta.db")}},
+        },
+        "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    try:
+        yield path, sched_port
+    finally:
+        megaflow("down", str(path), cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> None:
+    path, port = cluster
+    up = megaflow("up", str(path), cwd=tmp_path)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "scheduler" in up.stdout
+    assert "environment" in up.stdout
+    token_file = tmp_path / "state" / "token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    pids = [m.pid for m in members(tmp_path / "state")]
+    assert len(pids) == 2
+    assert os.getpid() not in pids
+
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        "name: hello\nsamples: 2\ntasks:\n  type: inline\n  tasks:\n    - id: a\n    - id: b\n"
+    )
+    sub = megaflow("submit", str(run), "--cluster", f"127.0.0.1:{port}",
+                   "--token-file", str(token_file), "--wait", cwd=tmp_path)  # fmt: skip
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    assert "4 tasks" in sub.stdout
+    assert "succeeded" in sub.stdout
+
+    token = token_file.read_text().strip()
+    status = megaflow("status", "--cluster", f"127.0.0.1:{port}", cwd=tmp_path,
+                      env={"MEGAFLOW_TOKEN": token})  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert "hello" in status.stdout
+    denied = megaflow("status", "--cluster", f"127.0.0.1:{port}", cwd=tmp_path,
+                      env={"MEGAFLOW_TOKEN": "x" * 40})  # fmt: skip
+    assert denied.returncode != 0
+    assert "bearer token" in denied.stderr
+
+    again = megaflow("up", str(path), cwd=tmp_path)
+    assert again.returncode != 0
+    assert "already up" in again.stderr
+
+    down = megaflow("down", str(path), cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.count("stopped") == 2
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    assert members(tmp_path / "state") == []
+
+
+def test_serve_refuses_services_without_a_server(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", "agent"])
+    assert result.exit_code == 2
+    assert "no server for ['agent']" in result.output
+    bad = CliRunner().invoke(app, ["serve", "teapot"])
+    assert bad.exit_code == 2
+    assert "unknown service" in bad.output
+
+
+def test_bad_cluster_config_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text("scheduler:\n  port: 15000\n")
+    result = CliRunner().invoke(app, ["up", str(path)])
+    assert result.exit_code == 2
+    assert "scheduler.port" in result.output
+    assert "Ray" in result.output
