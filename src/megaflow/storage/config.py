@@ -49,18 +49,72 @@ class MemoryEventsConfig(_Cfg):
     buffer: int = Field(1024, ge=1, le=1_000_000, description="Events buffered per subscriber.")
 
 
+class _RedisCfg(_Cfg):
+    url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="redis:// or rediss:// URL; for a cluster, any one node.",
+    )
+    cluster: bool = Field(False, description="Talk the Redis Cluster protocol.")
+    namespace: str = Field(
+        "default",
+        pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
+        description="Key namespace; every key is hash-tagged {megaflow:<namespace>}.",
+    )
+
+
+class RedisQueueConfig(_RedisCfg):
+    type: Literal["redis"] = "redis"
+    consumer: str | None = Field(
+        None, description="Consumer name in the stream group; default host-pid-random."
+    )
+    claim_after_s: float = Field(
+        60.0,
+        ge=0,
+        description="A popped entry not acknowledged for this long is taken over and "
+        "delivered again (its consumer is presumed crashed).",
+    )
+
+
+class RedisEventsConfig(_RedisCfg):
+    type: Literal["redis"] = "redis"
+    max_len: int = Field(
+        100_000, ge=100, description="Events kept in the stream (approximate trim)."
+    )
+
+
 class LocalArtifactsConfig(_Cfg):
     type: Literal["local"] = "local"
     root: str = Field(".megaflow/artifacts", description="Directory holding the artifacts.")
+
+
+class S3ArtifactsConfig(_Cfg):
+    type: Literal["s3"] = "s3"
+    bucket: str = Field(..., min_length=3, max_length=63, description="Bucket name.")
+    prefix: str = Field("", description="Key prefix inside the bucket, e.g. 'runs/'.")
+    endpoint_url: str | None = Field(
+        None, description="S3-compatible endpoint (MinIO, Ceph); None for AWS."
+    )
+    region: str | None = Field(None, description="Region; None uses the AWS default chain.")
+    access_key_id: str | None = Field(
+        None, description="Access key; None uses the AWS default credential chain."
+    )
+    secret_access_key: str | None = Field(None, description="Secret key, with access_key_id.")
+    multipart_threshold: int = Field(
+        64 * 1024 * 1024, ge=1, description="Objects larger than this go up in parts."
+    )
+    part_size: int = Field(
+        16 * 1024 * 1024, ge=5 * 1024 * 1024, description="Bytes per part (S3 needs >= 5 MiB)."
+    )
+    create_bucket: bool = Field(False, description="Create the bucket if it does not exist.")
 
 
 MetadataConfig = Annotated[
     SqliteMetadataConfig | PostgresMetadataConfig | MongoMetadataConfig,
     Field(discriminator="type"),
 ]
-QueueConfig = Annotated[MemoryQueueConfig, Field(discriminator="type")]
-EventsConfig = Annotated[MemoryEventsConfig, Field(discriminator="type")]
-ArtifactsConfig = Annotated[LocalArtifactsConfig, Field(discriminator="type")]
+QueueConfig = Annotated[MemoryQueueConfig | RedisQueueConfig, Field(discriminator="type")]
+EventsConfig = Annotated[MemoryEventsConfig | RedisEventsConfig, Field(discriminator="type")]
+ArtifactsConfig = Annotated[LocalArtifactsConfig | S3ArtifactsConfig, Field(discriminator="type")]
 
 
 class StorageConfig(_Cfg):

@@ -14,6 +14,9 @@ from megaflow.storage.config import (
     MongoMetadataConfig,
     PostgresMetadataConfig,
     QueueConfig,
+    RedisEventsConfig,
+    RedisQueueConfig,
+    S3ArtifactsConfig,
     StorageConfig,
 )
 
@@ -38,18 +41,48 @@ def make_metadata_store(cfg: MetadataConfig) -> MetadataStore:
 
 
 def make_queue(cfg: QueueConfig) -> TaskQueue:
+    if isinstance(cfg, RedisQueueConfig):
+        from megaflow.storage.redis_queue import RedisTaskQueue
+
+        return RedisTaskQueue(
+            cfg.url,
+            cluster=cfg.cluster,
+            namespace=cfg.namespace,
+            consumer=cfg.consumer,
+            claim_after_s=cfg.claim_after_s,
+        )
     from megaflow.storage.memory_queue import MemoryTaskQueue
 
     return MemoryTaskQueue()
 
 
 def make_event_bus(cfg: EventsConfig) -> EventBus:
+    if isinstance(cfg, RedisEventsConfig):
+        from megaflow.storage.redis_bus import RedisEventBus
+
+        return RedisEventBus(
+            cfg.url, cluster=cfg.cluster, namespace=cfg.namespace, max_len=cfg.max_len
+        )
     from megaflow.storage.memory_bus import MemoryEventBus
 
     return MemoryEventBus()
 
 
 def make_artifact_store(cfg: ArtifactsConfig) -> ArtifactStore:
+    if isinstance(cfg, S3ArtifactsConfig):
+        from megaflow.storage.s3_artifacts import S3ArtifactStore
+
+        return S3ArtifactStore(
+            cfg.bucket,
+            prefix=cfg.prefix,
+            endpoint_url=cfg.endpoint_url,
+            region=cfg.region,
+            access_key_id=cfg.access_key_id,
+            secret_access_key=cfg.secret_access_key,
+            multipart_threshold=cfg.multipart_threshold,
+            part_size=cfg.part_size,
+            create_bucket=cfg.create_bucket,
+        )
     from megaflow.storage.local_artifacts import LocalArtifactStore
 
     return LocalArtifactStore(cfg.root)
