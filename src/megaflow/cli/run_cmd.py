@@ -1,19 +1,147 @@
-"""``megaflow run CONFIG``: the main job."""
+"""``megaflow run CONFIG``: the main job, with a live progress display and a summary."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
-from megaflow.cli import config_cmd
-from megaflow.cli.common import console
+from megaflow.app.job import Job, stored_config
+from megaflow.app.summary import JobSummary, checks, summarize_arm
+from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from megaflow.config import load_config
+from megaflow.config.models import RunConfig
+from megaflow.core.errors import ConfigError, MegaFlowError
+from megaflow.core.states import ACTIVE_STATES, TaskState
+from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
+from megaflow.storage.factory import Stores
+
+_REFRESH_S = 0.25
 
 
-def run(config: Path = typer.Argument(..., help="A run config (YAML).")) -> None:
-    """Run the job described by CONFIG on the embedded defaults."""
+async def _watch(job: Job, progress: Progress, done: asyncio.Event) -> None:
+    """Refresh the display from the scheduler's counts until the job is done."""
+    bar = progress.add_task("tasks", total=None, running=0, queued=0, rate=0.0)
+    t0 = time.monotonic()
+    while not done.is_set():
+        counts: dict[TaskState, int] = {}
+        for rid in job.run_ids:
+            for s, n in job.sched.counts(rid).items():
+                counts[s] = counts.get(s, 0) + n
+        finished = sum(n for s, n in counts.items() if s.terminal)
+        running = sum(n for s, n in counts.items() if s in ACTIVE_STATES)
+        queued = sum(n for s, n in counts.items() if not s.terminal and s not in ACTIVE_STATES)
+        elapsed = time.monotonic() - t0
+        progress.update(
+            bar, total=sum(counts.values()) or None, completed=finished, running=running,
+            queued=queued, rate=finished / elapsed if elapsed > 0 else 0.0,
+        )  # fmt: skip
+        try:
+            await asyncio.wait_for(done.wait(), _REFRESH_S)
+        except TimeoutError:
+            pass
+
+
+async def _run(job: Job, resume: bool) -> JobSummary:
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+        TextColumn("{task.completed}/{task.total} done"),
+        TextColumn("{task.fields[running]} running, {task.fields[queued]} queued"),
+        TextColumn("{task.fields[rate]:.1f} tasks/s"), TextColumn("ETA"), TimeRemainingColumn(),
+        console=console,
+    )  # fmt: skip
+    async with job:
+        if resume:
+            await job.resume()
+        else:
+            await job.submit()
+        console.print(f"run [bold]{job.run_id}[/]: " + ", ".join(job.run_ids))
+        done = asyncio.Event()
+        with progress:
+            watcher = asyncio.create_task(_watch(job, progress, done))
+            try:
+                await job.wait()
+            finally:
+                done.set()
+                await watcher
+        arms = [
+            await summarize_arm(
+                job.stores.metadata, rid, "control" if rid != job.run_id else "main",
+                job.cfg.samples,
+            )
+            for rid in job.run_ids
+        ]  # fmt: skip
+    summary = JobSummary(arms=arms, wall_s=time.monotonic() - job.started_at)
+    summary.checks = checks(job.cfg, arms)
+    return summary
+
+
+def _print(job: Job, s: JobSummary) -> None:
+    table = Table(title=f"job {job.run_id}")
+    for col in ("arm", "samples", "resolved", "pass@k", "reward", "errors",
+                "task P50/P99", "start P50/P99"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "arm" else "left", no_wrap=True)
+    for a in s.arms:
+        m = a.metrics
+        passk = " ".join(f"@{k}:{v:.0%}" for k, v in m.pass_at_k.items())
+        table.add_row(
+            a.arm, str(a.total), f"{a.resolved:.1%}", passk,
+            f"{m.reward_mean:.2f}±{m.reward_std:.2f}", str(m.errors),
+            f"{a.task_p50_s:.1f}/{a.task_p99_s:.1f} s",
+            f"{a.start_p50_s * 1000:.0f}/{a.start_p99_s * 1000:.0f} ms",
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{s.finished} tasks in {s.wall_s:.1f} s: throughput {s.throughput:.2f} tasks/s")
+    for name, ok, got in s.checks:
+        mark = "[green]pass[/]" if ok else "[red]FAIL[/]"
+        console.print(f"check {mark}: {name} (got {got})")
+    st = job.cfg.storage
     console.print(
-        "[yellow]note:[/] the agent and environment services are not built yet; "
-        "`megaflow run` only validates the config for now."
+        f"results: {st.metadata.type} metadata at "
+        f"{getattr(st.metadata, 'path', '(server)')} -> `megaflow results {job.run_id}`; "
+        f"trajectories, patches and grade reports under "
+        f"{getattr(st.artifacts, 'root', '(object store)')}/runs/{job.run_id}/"
     )
-    config_cmd.validate(config)
+
+
+async def _load_for_resume(run_id: str, db: str) -> RunConfig:
+    stores = Stores.from_config(StorageConfig(metadata=SqliteMetadataConfig(path=db)))
+    async with stores:
+        return await stored_config(stores, run_id)
+
+
+def run(
+    config: Path | None = typer.Argument(None, help="A run config (YAML)."),
+    resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
+    db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database, for --resume."),
+) -> None:
+    """Run the job described by CONFIG in this process, on the embedded defaults."""
+    if (config is None) == (resume is None):
+        fail("give either a CONFIG file or --resume RUN_ID")
+    try:
+        if resume is not None:
+            if not Path(db).exists():
+                fail(f"no MegaFlow database at {db}; pass --db PATH")
+            cfg = asyncio.run(_load_for_resume(resume, db))
+            job = Job(cfg, run_id=resume.removesuffix("-control"))
+        else:
+            assert config is not None
+            cfg = load_config(config)
+            job = Job(cfg, config_dir=config.resolve().parent)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except MegaFlowError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    try:
+        summary = asyncio.run(_run(job, resume is not None))
+    except KeyboardInterrupt:
+        fail(f"interrupted; finish it with `megaflow run --resume {job.run_id}`", EXIT_FAILED)
+    except MegaFlowError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
+    _print(job, summary)
+    if not summary.ok:
+        raise typer.Exit(EXIT_FAILED)

@@ -58,6 +58,27 @@ class InlineTasksConfig(_Cfg):
 TasksConfig = Annotated[SwebenchTasksConfig | InlineTasksConfig, Field(discriminator="type")]
 
 
+class ControlConfig(_Cfg):
+    """A negative-control arm: the same tasks, run by another model (and agent)."""
+
+    model: ModelConfig = Field(
+        default_factory=lambda: ReplayModelConfig(play="empty"),
+        description="The control's model; by default the replay of empty patches.",
+    )
+    agent: AgentConfig | None = Field(None, description="The control's agent; the run's if None.")
+
+
+class ExpectConfig(_Cfg):
+    """Checks on the finished job; any that fails makes `megaflow run` exit 1."""
+
+    min_resolved: float | None = Field(
+        None, ge=0, le=1, description="Least share of samples the run must resolve."
+    )
+    max_control_resolved: float | None = Field(
+        None, ge=0, le=1, description="Largest share the control arm may resolve."
+    )
+
+
 class RunConfig(_Cfg):
     """A run: which tasks, run by which agent and model, in which environment."""
 
@@ -75,6 +96,8 @@ class RunConfig(_Cfg):
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    control: ControlConfig | None = Field(None, description="An optional negative control.")
+    expect: ExpectConfig = Field(default_factory=ExpectConfig)
 
     @field_validator("name")
     @classmethod

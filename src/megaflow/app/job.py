@@ -1,0 +1,180 @@
+"""One job: the services of a run, built from its config and run in one process.
+
+::
+
+    async with Job(cfg) as job:
+        runs = await job.submit()          # the run, and its control arm if any
+        await job.wait()
+
+A job owns every resource it starts (stores, runtime, sandbox pool, model
+clients, scheduler) and releases them in reverse order on every path.
+``Job.resume(run_id)`` rebuilds the same services from the config stored
+with the run and finishes it after a crash.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from prometheus_client import CollectorRegistry
+
+from megaflow.agent.factory import make_agent
+from megaflow.app.executor import AgentExecutor, Arm
+from megaflow.app.tasks import task_specs
+from megaflow.config.loader import parse_config
+from megaflow.config.models import RunConfig
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec
+from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxResources
+from megaflow.environment.factory import make_runtime
+from megaflow.environment.pool import SandboxPool
+from megaflow.model.factory import make_model_client
+from megaflow.monitoring.environment import EnvironmentMetrics
+from megaflow.monitoring.scheduler import SchedulerMetrics
+from megaflow.scheduler.service import Scheduler
+from megaflow.storage.factory import Stores
+
+CONTROL_SUFFIX = "-control"
+_SANDBOX_MARGIN_S = 600.0  # a sandbox outlives its task's deadline by this much
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def base_spec(cfg: RunConfig) -> EnvironmentSpec:
+    env = cfg.environment
+    return EnvironmentSpec(
+        image=env.image,
+        network=env.network,
+        resources=SandboxResources(cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids),
+        ttl_s=cfg.deadline_s + _SANDBOX_MARGIN_S,
+    )
+
+
+class Job:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        *,
+        run_id: str | None = None,
+        config_dir: Path | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.run_id = run_id or new_run_id(cfg.name)
+        self.config_dir = config_dir
+        self.registry = registry or CollectorRegistry()
+        self.stores = Stores.from_config(cfg.storage)
+        self.runtime: Runtime | None = None
+        self.pool: SandboxPool | None = None
+        self.arms: dict[str, Arm] = {}
+        self.scheduler: Scheduler | None = None
+        self.started_at = 0.0
+        self._started: list[Any] = []
+
+    @property
+    def run_ids(self) -> list[str]:
+        ids = [self.run_id]
+        if self.cfg.control is not None:
+            ids.append(self.run_id + CONTROL_SUFFIX)
+        return ids
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.cfg
+        self.started_at = time.monotonic()
+        try:
+            await self.stores.start()
+            self._started.append(self.stores)
+            env_metrics = EnvironmentMetrics(self.registry)
+            self.runtime = make_runtime(cfg.environment.runtime, metrics=env_metrics)
+            await self.runtime.start()
+            self._started.append(self.runtime)
+            self.pool = SandboxPool(
+                self.runtime, cfg.environment.mode, cfg.environment.pool, env_metrics
+            )
+            await self.pool.start()
+            self._started.append(self.pool)
+            main = Arm(make_agent(cfg.agent), make_model_client(cfg.model))
+            self.arms[self.run_id] = main
+            if cfg.control is not None:
+                agent = make_agent(cfg.control.agent or cfg.agent)
+                self.arms[self.run_id + CONTROL_SUFFIX] = Arm(
+                    agent, make_model_client(cfg.control.model)
+                )
+            for arm in self.arms.values():
+                await arm.model.start()
+                self._started.append(arm.model)
+            executor = AgentExecutor(self.pool, self.arms, self.stores.artifacts, base_spec(cfg))
+            self.scheduler = Scheduler(
+                cfg.scheduler, self.stores, executor, metrics=SchedulerMetrics(self.registry)
+            )
+            await self.scheduler.start()
+            self._started.append(self.scheduler)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Release everything started, newest first; keep going past errors."""
+        first: BaseException | None = None
+        while self._started:
+            part = self._started.pop()
+            try:
+                await part.stop()
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def sched(self) -> Scheduler:
+        if self.scheduler is None:
+            raise RuntimeError("the job is not started")
+        return self.scheduler
+
+    # -- work ---------------------------------------------------------------------
+    async def submit(self) -> list[RunSpec]:
+        """Record and queue the run (and its control arm)."""
+        config = self.cfg.model_dump(mode="json")
+        runs = []
+        for rid in self.run_ids:
+            arm = "control" if rid.endswith(CONTROL_SUFFIX) else "main"
+            run = RunSpec(
+                id=rid, name=self.cfg.name, config=config, labels={"arm": arm, "job": self.run_id}
+            )
+            tasks = task_specs(self.cfg, rid, self.config_dir)
+            await self.sched.submit(run, tasks)
+            runs.append(run)
+        return runs
+
+    async def resume(self) -> None:
+        for rid in self.run_ids:
+            await self.sched.resume(rid)
+
+    async def wait(self) -> dict[str, dict[TaskState, int]]:
+        return {rid: await self.sched.wait(rid) for rid in self.run_ids}
+
+    async def cancel(self) -> None:
+        for rid in self.run_ids:
+            await self.sched.cancel(rid)
+
+
+async def stored_config(stores: Stores, run_id: str) -> RunConfig:
+    """The config a run was submitted with (for ``--resume``)."""
+    run = await stores.metadata.get_run(run_id)
+    return parse_config(run.config, f"run {run_id}")
