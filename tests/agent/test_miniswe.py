@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from megaflow.agent.config import MiniSweAgentConfig
 from megaflow.agent.factory import make_agent
 from megaflow.core.trajectory import Action, Observation
@@ -95,3 +97,35 @@ async def test_step_limit_of_the_package(
         traj = await make_agent(cfg).run(task, sandbox, model)
     assert traj.meta["exit_status"] == "step_limit"
     assert len([s for s in traj.steps if isinstance(s, Action)]) == 2
+
+
+async def test_format_errors_are_answered_then_repeated_ones_fail(dummy_runtime: Runtime) -> None:
+    from megaflow.core.errors import AgentError
+    from megaflow.core.tasks import TaskSpec
+    from megaflow.core.trajectory import Trajectory
+    from megaflow.environment.abstract import EnvironmentSpec
+    from megaflow.model.client import InProcessModelClient
+    from megaflow.model.routing import Router
+    from megaflow.model.scripted import ScriptedBackend, tool_call
+    from megaflow.model.service import ModelService
+
+    task = TaskSpec(id="t", run_id="r", payload={"problem_statement": "do it"})
+    wrong = tool_call("python", {"code": "print(1)"})
+    done = tool_call("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})
+    agent = make_agent(MiniSweAgentConfig())
+    for script, ok in (([wrong, done], True), ([wrong], False)):
+        model = InProcessModelClient(ModelService("s", Router([ScriptedBackend(script)])))
+        traj = Trajectory(id=f"mini-{ok}", task_id="t", run_id="r")
+        async with model, await dummy_runtime.create(EnvironmentSpec()) as sb:
+            if ok:
+                await agent.run(task, sb, model, traj)
+            else:
+                with pytest.raises(AgentError, match="RepeatedFormatError"):
+                    await agent.run(task, sb, model, traj)
+        if ok:
+            assert traj.meta["exit_status"] == "submitted"
+            second = traj.model_calls[1].request["messages"]
+            assert "Unknown tool 'python'" in second[-1]["content"]
+        else:
+            assert traj.meta["error_kind"] == "agent"
+            assert len(traj.model_calls) == 3

@@ -150,8 +150,11 @@ class GatewayModel:
                 template_kwargs={"finish_reason": out.finish_reason},
             )
         except Exception as exc:  # FormatError: the agent answers it and goes on
-            for m in getattr(exc, "messages", ()):
-                m.setdefault("extra", {}).update(extra)
+            # Keep the model's answer in the conversation (as text: a tool call
+            # must be followed by its result, which a rejected call has none of),
+            # so the model, and the gateway's record, see what was rejected.
+            said = {"role": "assistant", "content": out.content, "extra": dict(extra)}
+            exc.messages = (said, *getattr(exc, "messages", ()))  # type: ignore[attr-defined]
             raise
         message = {k: v for k, v in out.message.items() if k in ("role", "content", "tool_calls")}
         message["extra"] = {"actions": actions, **extra}
