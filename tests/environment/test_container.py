@@ -16,12 +16,15 @@ from pathlib import Path
 
 import docker
 import pytest
+from prometheus_client import CollectorRegistry
 
 from megaflow.core.errors import SandboxError, SandboxStartError, TransportError
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.environment.config import ContainerRuntimeConfig
 from megaflow.environment.container import ContainerRuntime
 from megaflow.environment.container_sandbox import ContainerSandbox
+from megaflow.environment.factory import make_runtime
+from megaflow.monitoring.environment import EnvironmentMetrics
 from tests.fixtures.podman import PodmanService
 
 pytestmark = pytest.mark.container
@@ -266,3 +269,30 @@ async def test_download_of_a_file_and_upload_of_gzip(rt: ContainerRuntime) -> No
             member = tar.extractfile("n.txt")
             assert member is not None
             assert member.read() == b"123"
+
+
+async def test_factory_and_metrics(podman_service: PodmanService) -> None:
+    registry = CollectorRegistry()
+    metrics = EnvironmentMetrics(registry)
+    runtime = make_runtime(_config(podman_service), metrics=metrics)
+    assert isinstance(runtime, ContainerRuntime)
+    async with runtime:
+        async with await runtime.create(EnvironmentSpec()) as sb:
+            await sb.exec("sleep 5", timeout=0.3)
+            live = registry.get_sample_value(
+                "megaflow_sandboxes", {"runtime": "container", "state": "ready"}
+            )
+            assert live == 1
+        value = registry.get_sample_value
+        assert (
+            value("megaflow_sandbox_start_seconds_count", {"runtime": "container", "kind": "cold"})
+            == 1
+        )
+        # the command, and the workspace snapshot taken at start
+        assert value("megaflow_sandbox_exec_seconds_count", {"runtime": "container"}) == 2
+        assert value("megaflow_sandbox_teardown_seconds_count", {"runtime": "container"}) == 1
+        assert (
+            value("megaflow_sandbox_failures_total", {"runtime": "container", "kind": "timeout"})
+            == 1
+        )
+        assert value("megaflow_sandboxes", {"runtime": "container", "state": "ready"}) == 0

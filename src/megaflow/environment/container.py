@@ -37,6 +37,7 @@ from megaflow.environment.container_exec import KEEPER_SCRIPT
 from megaflow.environment.container_images import ImageResolver
 from megaflow.environment.container_sandbox import ContainerSandbox, from_labels
 from megaflow.environment.container_tar import files_tar, repo_tar
+from megaflow.monitoring.environment import EnvironmentMetrics
 
 DEFAULT_SOCKETS = ("/var/run/docker.sock", "/run/podman/podman.sock")
 START_HINT = (
@@ -79,8 +80,13 @@ class ContainerRuntime(Runtime):
 
     name = "container"
 
-    def __init__(self, config: ContainerRuntimeConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: ContainerRuntimeConfig | None = None,
+        metrics: EnvironmentMetrics | None = None,
+    ) -> None:
         self.config = config or ContainerRuntimeConfig()
+        self.metrics = metrics
         self.instance = uuid.uuid4().hex[:12]
         self.host = socket.gethostname()
         self._client: docker.DockerClient | None = None
@@ -140,12 +146,16 @@ class ContainerRuntime(Runtime):
                 errors.append(f"{url}: {e}")
                 continue
             self._client, self._url = c, url
-            self._images = ImageResolver(c, self.config.pull)
+            self._images = ImageResolver(c, self.config.pull, self._image_loaded)
             return c
         raise TransportError(
             f"no container engine answered at {', '.join(engine_urls(self.config.base_url))}; "
             f"{START_HINT}. Errors: {'; '.join(errors)}"
         )
+
+    def _image_loaded(self, seconds: float) -> None:
+        if self.metrics:
+            self.metrics.image_load_seconds.labels(self.name).observe(seconds)
 
     async def start(self) -> None:
         await self.run(self.client)
@@ -170,6 +180,7 @@ class ContainerRuntime(Runtime):
         try:
             client = await self.run(self.client)
         except TransportError as e:
+            self._failed("start")
             raise SandboxStartError(str(e)) from e
         assert self._images is not None
         image = spec.image
@@ -193,6 +204,8 @@ class ContainerRuntime(Runtime):
             image=spec.image,
         )
         container = None
+        if self.metrics:
+            self.metrics.moved(self.name, None, "starting")
         try:
             kwargs = self._container_args(spec, info, ref)
             await self.run(self._check_limits, client, spec)
@@ -201,6 +214,9 @@ class ContainerRuntime(Runtime):
             await self.run(container.start)
             await self._populate(sandbox, spec)
         except BaseException as e:
+            self._failed("start")
+            if self.metrics:
+                self.metrics.moved(self.name, info.state, None)
             if container is not None:
                 await asyncio.shield(self.run(self.remove_container, container.id))
             if isinstance(e, SandboxStartError) or not isinstance(e, Exception):
@@ -209,7 +225,9 @@ class ContainerRuntime(Runtime):
                 f"sandbox from image {spec.image!r} failed to start on {self._url}: {e}"
             ) from e
         sandbox.start_seconds = time.monotonic() - started
-        info.state = "ready"
+        sandbox.set_state("ready")
+        if self.metrics:
+            self.metrics.start_seconds.labels(self.name, "cold").observe(sandbox.start_seconds)
         self._mine[info.id] = sandbox
         return sandbox
 
@@ -320,7 +338,13 @@ class ContainerRuntime(Runtime):
                 await self.run(self.remove_container, c["Id"])
                 self._mine.pop(labels.get("megaflow.sandbox", ""), None)
                 reaped += 1
+        if reaped and self.metrics:
+            self.metrics.failures.labels(self.name, "reaped").inc(reaped)
         return reaped
+
+    def _failed(self, kind: str) -> None:
+        if self.metrics:
+            self.metrics.failed(self.name, kind)
 
     def _is_orphan(self, c: dict[str, Any], labels: dict[str, str], now: float) -> bool:
         if float(labels.get("megaflow.deadline") or "inf") <= now:

@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -52,8 +53,14 @@ def _imported_id(answer: str, path: Path) -> str:
 class ImageResolver:
     """Turns a spec's image into a reference the engine can run, once per image."""
 
-    def __init__(self, client: docker.DockerClient, pull: PullPolicy = "missing") -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        pull: PullPolicy = "missing",
+        on_load: Callable[[float], None] | None = None,
+    ) -> None:
         self._client = client
+        self._on_load = on_load
         self._pull = pull
         self._refs: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -69,6 +76,8 @@ class ImageResolver:
                 t0 = time.monotonic()
                 self._refs[image] = await asyncio.to_thread(self._resolve, image)
                 self.load_seconds[image] = time.monotonic() - t0
+                if self._on_load is not None:
+                    self._on_load(self.load_seconds[image])
         return self._refs[image]
 
     def _resolve(self, image: str) -> str:

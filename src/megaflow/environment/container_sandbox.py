@@ -6,7 +6,7 @@ import asyncio
 import posixpath
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import docker
 from docker.errors import APIError, DockerException
@@ -82,6 +82,11 @@ class ContainerSandbox(Sandbox):
         """Seconds the runtime spent loading this sandbox's image on its first use."""
         return self._runtime.image_load_seconds.get(self.spec.image, 0.0)
 
+    def set_state(self, state: Literal["ready", "busy", "stopped"]) -> None:
+        if self._runtime.metrics and state != self.info.state:
+            self._runtime.metrics.moved("container", self.info.state, state)
+        self.info.state = state
+
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.spec.workdir, path))
 
@@ -108,7 +113,7 @@ class ContainerSandbox(Sandbox):
         started = time.monotonic()
         timed_out = False
         self._busy += 1
-        self.info.state = "busy"
+        self.set_state("busy")
         try:
             eid, sock = await self._runtime.run(self._start_exec, argv, environment, workdir)
             reader = asyncio.ensure_future(self._runtime.run_stream(drain, sock, output))
@@ -140,7 +145,12 @@ class ContainerSandbox(Sandbox):
         finally:
             self._busy -= 1
             if self._busy == 0 and not self._destroyed:
-                self.info.state = "ready"
+                self.set_state("ready")
+        metrics = self._runtime.metrics
+        if metrics:
+            metrics.exec_seconds.labels("container").observe(time.monotonic() - started)
+            if timed_out:
+                metrics.failed("container", "timeout")
         return ExecResult(
             exit_code=137
             if timed_out and code in (None, 0)
@@ -320,6 +330,21 @@ class ContainerSandbox(Sandbox):
         if self._destroyed:
             return
         self._destroyed = True
-        self.info.state = "stopped"
+        t0 = time.monotonic()
+        self.set_state("stopped")
         self._runtime.forget(self.id)
-        await asyncio.shield(self._runtime.run(self._runtime.remove_container, self.container_id))
+        try:
+            await asyncio.shield(
+                self._runtime.run(self._runtime.remove_container, self.container_id)
+            )
+        except DockerException:
+            if self._runtime.metrics:
+                self._runtime.metrics.failed("container", "teardown")
+            raise
+        finally:
+            if self._runtime.metrics:
+                self._runtime.metrics.moved("container", "stopped", None)
+        if self._runtime.metrics:
+            self._runtime.metrics.teardown_seconds.labels("container").observe(
+                time.monotonic() - t0
+            )

@@ -20,6 +20,10 @@ def make_runtime(
         from megaflow.environment.local import LocalRuntime
 
         return LocalRuntime(cfg, metrics=metrics)
+    if isinstance(cfg, ContainerRuntimeConfig):
+        from megaflow.environment.container import ContainerRuntime
+
+        return ContainerRuntime(cfg, metrics=metrics)
     if isinstance(cfg, DummyRuntimeConfig):
         from megaflow.environment.dummy import DummyRuntime
 
