@@ -55,6 +55,7 @@ async def main(mode: str, db: str, log: str, n: int) -> None:
             if mode == "start":
                 tasks = [TaskSpec(id=f"t{i:03d}", run_id=RUN) for i in range(n)]
                 await sched.submit(RunSpec(id=RUN), tasks)
+                print("submitted", flush=True)  # the database exists and is migrated
             else:
                 await sched.resume(RUN)
             counts = await sched.wait(RUN)

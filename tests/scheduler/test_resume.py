@@ -31,8 +31,10 @@ async def snapshot(db: Path) -> dict[str, tuple[TaskState, int]]:
 async def test_resume_after_sigkill_finishes_the_run(tmp_path: Path) -> None:
     db, log = tmp_path / "m.db", tmp_path / "ran.log"
     cmd = [sys.executable, str(WORKER)]
-    proc = subprocess.Popen([*cmd, "start", str(db), str(log), str(N)])
+    proc = subprocess.Popen([*cmd, "start", str(db), str(log), str(N)], stdout=subprocess.PIPE)
     try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"submitted"
         before: dict[str, tuple[TaskState, int]] = {}
         for _ in range(600):
             time.sleep(0.05)
@@ -47,6 +49,8 @@ async def test_resume_after_sigkill_finishes_the_run(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
     before = await snapshot(db)
     terminal = {t for t, (s, _) in before.items() if s.terminal}

@@ -118,7 +118,7 @@ class AttemptRunner:
     def _finish(self, spec: TaskSpec, dst: TaskState, result: TaskResult) -> None:
         self.writer.result(result)
         self.set_state(spec.id, dst, result.error)
-        ev = TaskFinished(
+        ev = TaskFinished.model_construct(
             run_id=spec.run_id,
             task_id=spec.id,
             state=dst,
@@ -215,7 +215,7 @@ class AttemptRunner:
         elif outcome in _FINAL:
             kind = _FINAL[outcome][1]
         self.writer.attempt(
-            Attempt(
+            Attempt.model_construct(
                 task_id=tid,
                 number=n,
                 instance=inst.id,
