@@ -12,20 +12,20 @@ class ListBackendsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BackendStatus(_message.Message):
-    __slots__ = ("name", "type", "healthy", "draining", "outstanding", "max_concurrency")
+    __slots__ = ("name", "type", "healthy", "draining", "outstanding", "served")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     OUTSTANDING_FIELD_NUMBER: _ClassVar[int]
-    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    SERVED_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: str
     healthy: bool
     draining: bool
     outstanding: int
-    max_concurrency: int
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., healthy: _Optional[bool] = ..., draining: _Optional[bool] = ..., outstanding: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+    served: int
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., healthy: _Optional[bool] = ..., draining: _Optional[bool] = ..., outstanding: _Optional[int] = ..., served: _Optional[int] = ...) -> None: ...
 
 class BackendList(_message.Message):
     __slots__ = ("backends",)

@@ -43,7 +43,7 @@ class ModelControlStub:
         self.RegisterBackend = channel.unary_unary(
                 '/megaflow.v1.ModelControl/RegisterBackend',
                 request_serializer=megaflow_dot_v1_dot_model__pb2.RegisterBackendRequest.SerializeToString,
-                response_deserializer=megaflow_dot_v1_dot_model__pb2.BackendStatus.FromString,
+                response_deserializer=megaflow_dot_v1_dot_model__pb2.BackendList.FromString,
                 _registered_method=True)
         self.Drain = channel.unary_unary(
                 '/megaflow.v1.ModelControl/Drain',
@@ -62,7 +62,8 @@ class ModelControlServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RegisterBackend(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Start the backend replicas a model config describes and route to them.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -85,7 +86,7 @@ def add_ModelControlServicer_to_server(servicer, server):
             'RegisterBackend': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterBackend,
                     request_deserializer=megaflow_dot_v1_dot_model__pb2.RegisterBackendRequest.FromString,
-                    response_serializer=megaflow_dot_v1_dot_model__pb2.BackendStatus.SerializeToString,
+                    response_serializer=megaflow_dot_v1_dot_model__pb2.BackendList.SerializeToString,
             ),
             'Drain': grpc.unary_unary_rpc_method_handler(
                     servicer.Drain,
@@ -146,7 +147,7 @@ class ModelControl:
             target,
             '/megaflow.v1.ModelControl/RegisterBackend',
             megaflow_dot_v1_dot_model__pb2.RegisterBackendRequest.SerializeToString,
-            megaflow_dot_v1_dot_model__pb2.BackendStatus.FromString,
+            megaflow_dot_v1_dot_model__pb2.BackendList.FromString,
             options,
             channel_credentials,
             insecure,
