@@ -36,6 +36,17 @@ async def test_cannot_read_project_checkout(sandbox: LocalSandbox) -> None:
     assert result.stdout.strip() == ""
 
 
+async def test_cannot_unmount_what_hides_host_paths(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec(
+        f"umount {CHECKOUT}; umount -l {CHECKOUT}; mount -o remount,rw /; ls -A {CHECKOUT}"
+    )
+    assert result.stdout.strip() == ""
+    assert "ermission denied" in result.stderr or "not permitted" in result.stderr
+    caps = await sandbox.exec("grep CapEff /proc/self/status")
+    cap_sys_admin = 1 << 21
+    assert not int(caps.stdout.split()[1], 16) & cap_sys_admin
+
+
 async def test_cannot_write_etc_or_host_paths(sandbox: LocalSandbox, tmp_path: Path) -> None:
     result = await sandbox.exec("echo x > /etc/megaflow-probe; echo x > /usr/megaflow-probe")
     assert result.exit_code != 0

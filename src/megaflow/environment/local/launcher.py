@@ -23,6 +23,12 @@ HOST_USR_IN_SANDBOX = "/.megaflow/usr"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level host entries never bound from the host root: private or replaced.
 _SKIP_TOP = {"proc", "dev", "tmp", "run", "root", "sys", "lost+found", "old_root"}
+# Like a container's default set, without mount, raw network or device powers:
+# CAP_SYS_ADMIN would let a sandbox unmount what hides host paths.
+KEPT_CAPS = (
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+    "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+)  # fmt: skip
 # Boot loader given to python -c: read the server's source from stdin, run it.
 _BOOT = (
     "import os,sys\nn=int(sys.argv[1]);b=b''\n"
@@ -125,7 +131,9 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -
     if command is not None:
         server = ServerCommand(command)
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc"]
-    args += ["--unshare-uts", "--hostname", plan.hostname]
+    args += ["--unshare-uts", "--hostname", plan.hostname, "--cap-drop", "ALL"]
+    for cap in KEPT_CAPS:
+        args += ["--cap-add", cap]
     if command is None:  # no terminal to steal input from; shells need job control
         args.append("--new-session")
     if plan.network != "host":  # 'none' and 'loopback': an own namespace, only lo
