@@ -12,12 +12,13 @@ from megaflow.core.errors import AuthError, Backpressure, InvalidInput, NotFound
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.local import LocalRuntime
 from megaflow.rpc.auth import generate_token
-from megaflow.rpc.config import TlsConfig
+from megaflow.rpc.cluster import check_health
+from megaflow.rpc.config import ClusterConfig, TlsConfig
 from megaflow.rpc.environment_client import GrpcRuntime
 from megaflow.rpc.environment_server import EnvironmentServicer
 from megaflow.rpc.gen import common_pb2, environment_pb2_grpc
 from megaflow.rpc.gen import environment_pb2 as pb
-from megaflow.rpc.server import RpcServer
+from megaflow.rpc.server import RpcServer, check_once
 from tests.rpc.conftest import serve_environment
 
 MiB = 1024 * 1024
@@ -173,3 +174,27 @@ async def test_tls(local: LocalRuntime, token: str, tmp_path: Path) -> None:
             with pytest.raises(TransportError):
                 await plain.list()
     await servicer.destroy_all()
+
+
+async def test_health_needs_the_token_and_names_the_services(
+    local: LocalRuntime, token: str
+) -> None:
+    server = RpcServer(token, port=0)
+    server.add(EnvironmentServicer(local).register, "environment")
+    async with server, grpc.aio.insecure_channel(server.target) as channel:
+        assert await check_once(channel, token) == ["environment"]
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await check_once(channel, generate_token())
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        cfg = ClusterConfig.model_validate(
+            {
+                "auth": {"token": token},
+                "environment": {"port": server.port},
+                "agent": {"port": server.port},
+            }
+        )
+        await check_health(cfg, "environment", token, timeout=5)
+        with pytest.raises(TransportError, match="not agent"):
+            await check_health(cfg, "agent", token, timeout=0.5)
+        with pytest.raises(AuthError):
+            await check_health(cfg, "environment", generate_token(), timeout=5)

@@ -47,9 +47,11 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         "auth": {"token_file": str(tmp_path / "state" / "token")},
         "scheduler": {
             "port": sched_port,
+            "executor": "agent",
             "storage": {"metadata": {"type": "sqlite", "path": str(tmp_path / "meta.db")}},
         },
         "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
+        "agent": {"port": free_port()},
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -64,12 +66,12 @@ def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> Non
     path, port = cluster
     up = megaflow("up", str(path), cwd=tmp_path)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "scheduler" in up.stdout
-    assert "environment" in up.stdout
+    for service in ("scheduler", "environment", "agent"):
+        assert service in up.stdout
     token_file = tmp_path / "state" / "token"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     pids = [m.pid for m in members(tmp_path / "state")]
-    assert len(pids) == 2
+    assert len(pids) == 3
     assert os.getpid() not in pids
 
     run = tmp_path / "run.yaml"
@@ -98,16 +100,16 @@ def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> Non
 
     down = megaflow("down", str(path), cwd=tmp_path)
     assert down.returncode == 0, down.stderr
-    assert down.stdout.count("stopped") == 2
+    assert down.stdout.count("stopped") == 3
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
     assert members(tmp_path / "state") == []
 
 
 def test_serve_refuses_services_without_a_server(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["serve", "agent"])
+    result = CliRunner().invoke(app, ["serve", "model"])
     assert result.exit_code == 2
-    assert "no server for ['agent']" in result.output
+    assert "no server for ['model']" in result.output
     bad = CliRunner().invoke(app, ["serve", "teapot"])
     assert bad.exit_code == 2
     assert "unknown service" in bad.output

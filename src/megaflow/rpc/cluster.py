@@ -2,9 +2,11 @@
 
 ``megaflow serve SERVICE`` calls :func:`serve`; ``megaflow up`` starts one
 process per service and waits on :func:`check_health` for each.
-Available services: ``environment`` (any runtime) and ``scheduler`` (the
-control plane with its stores). ``agent`` and ``model`` have contracts in
-``proto/`` but no server yet; asking for them raises ``ConfigError``.
+Servable: ``environment`` (any runtime), ``agent`` (a task executor) and
+``scheduler`` (the control plane with its stores; its attempts run in the
+agent service with ``executor: agent``). ``model`` has its control contract
+and servicer (:mod:`megaflow.rpc.model_control`) but is not started by
+``serve`` yet; asking for it raises ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -15,21 +17,21 @@ from collections.abc import Callable
 
 import grpc
 
-from megaflow.core.errors import ConfigError, NotFound, TransportError
+from megaflow.core.errors import ConfigError, TransportError
 from megaflow.environment.factory import make_runtime
+from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.config import ClusterConfig, Service
 from megaflow.rpc.control import LocalControlPlane
-from megaflow.rpc.environment_client import GrpcRuntime
 from megaflow.rpc.environment_server import EnvironmentServicer
-from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.rpc.scheduler_server import SchedulerServicer
-from megaflow.rpc.server import RpcServer
+from megaflow.rpc.server import RpcServer, check_once, open_channel
+from megaflow.rpc.status import error_from
 from megaflow.scheduler.abstract import TaskExecutor
 from megaflow.scheduler.executors import NoopExecutor, SleepExecutor
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.factory import Stores
 
-SERVABLE: tuple[Service, ...] = ("scheduler", "environment")
+SERVABLE: tuple[Service, ...] = ("environment", "agent", "scheduler")
 OnReady = Callable[[str, str], None]
 
 
@@ -40,8 +42,14 @@ def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
     )
 
 
-def _executor(cfg: ClusterConfig) -> TaskExecutor:
-    return SleepExecutor(0.0) if cfg.scheduler.executor == "sleep" else NoopExecutor()
+def _local_executor(kind: str) -> TaskExecutor:
+    return SleepExecutor(0.0) if kind == "sleep" else NoopExecutor()
+
+
+def _scheduler_executor(cfg: ClusterConfig, token: str) -> TaskExecutor:
+    if cfg.scheduler.executor == "agent":
+        return GrpcTaskExecutor(cfg.agent.target, token, cfg.tls, cfg.max_message_bytes)
+    return _local_executor(cfg.scheduler.executor)
 
 
 async def _serve_environment(
@@ -53,7 +61,7 @@ async def _serve_environment(
     servicer = EnvironmentServicer(runtime)
     stack.push_async_callback(servicer.destroy_all)
     server = _server(cfg, "environment", token)
-    server.add(servicer.register)
+    server.add(servicer.register, "environment")
     await server.start()
     stack.push_async_callback(server.stop)
     return server
@@ -65,13 +73,26 @@ async def _serve_scheduler(
     stores = Stores.from_config(cfg.scheduler.storage)
     await stores.start()
     stack.push_async_callback(stores.stop)
-    scheduler = Scheduler(cfg.scheduler.config, stores, _executor(cfg))
+    scheduler = Scheduler(cfg.scheduler.config, stores, _scheduler_executor(cfg, token))
     await scheduler.start()
     stack.push_async_callback(scheduler.stop)
     for run in await stores.metadata.list_runs():
         await scheduler.resume(run.id)  # a restarted control plane picks its runs up
     server = _server(cfg, "scheduler", token)
-    server.add(SchedulerServicer(LocalControlPlane(scheduler)).register)
+    server.add(SchedulerServicer(LocalControlPlane(scheduler)).register, "scheduler")
+    await server.start()
+    stack.push_async_callback(server.stop)
+    return server
+
+
+async def _serve_agent(
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+) -> RpcServer:
+    executor = _local_executor(cfg.agent.executor)
+    await executor.start()
+    stack.push_async_callback(executor.stop)
+    server = _server(cfg, "agent", token)
+    server.add(AgentServicer(executor).register, "agent")
     await server.start()
     stack.push_async_callback(server.stop)
     return server
@@ -93,36 +114,35 @@ async def serve(
         )
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
-            if service == "environment":
-                server = await _serve_environment(stack, cfg, token)
-            else:
-                server = await _serve_scheduler(stack, cfg, token)
+            start = {
+                "environment": _serve_environment,
+                "scheduler": _serve_scheduler,
+                "agent": _serve_agent,
+            }[service]
+            server = await start(stack, cfg, token)
             if on_ready is not None:
                 on_ready(service, server.target)
         await stop.wait()
 
 
 async def check_health(cfg: ClusterConfig, service: Service, token: str, timeout: float) -> None:
-    """Return once ``service`` answers an authenticated call; ``TransportError`` after
-    ``timeout`` seconds."""
+    """Return once ``service`` answers an authenticated Health call naming it;
+    ``TransportError`` after ``timeout`` seconds."""
     ep = cfg.endpoint(service)
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Exception | None = None
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            await asyncio.wait_for(_probe(cfg, service, ep.target, token), timeout=5)
-            return
-        except (TransportError, TimeoutError, grpc.aio.AioRpcError) as exc:
-            last = exc
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: object = None
+    async with open_channel(ep.target, cfg.tls, cfg.max_message_bytes) as channel:
+        while loop.time() < deadline:
+            try:
+                services = await check_once(channel, token)
+            except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise error_from(err, f"{service} service at {ep.target}") from None
+                last = err.details()
+            else:
+                if service in services:
+                    return
+                last = f"it serves {services}, not {service}"
             await asyncio.sleep(0.2)
     raise TransportError(f"{service} service at {ep.target} is not healthy: {last}")
-
-
-async def _probe(cfg: ClusterConfig, service: Service, target: str, token: str) -> None:
-    if service == "environment":
-        async with GrpcRuntime(target, token, cfg.tls, cfg.max_message_bytes) as rt:
-            await rt.list()
-        return
-    async with GrpcControlPlane(target, token, cfg.tls, cfg.max_message_bytes) as cp:
-        with contextlib.suppress(NotFound):
-            await cp.list_runs()

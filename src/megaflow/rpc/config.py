@@ -92,10 +92,11 @@ class EnvironmentEndpoint(_Endpoint):
 
 class SchedulerEndpoint(_Endpoint):
     port: int = 20051
-    executor: Literal["noop", "sleep"] = Field(
+    executor: Literal["noop", "sleep", "agent"] = Field(
         "noop",
-        description="What runs a task attempt in this service: 'noop' succeeds at once, "
-        "'sleep' holds its slot for payload['sleep_s'] seconds (control-plane tests, benchmarks).",
+        description="What runs a task attempt: 'agent' sends it to the Agent service; 'noop' "
+        "succeeds at once and 'sleep' holds its slot for payload['sleep_s'] seconds, both in "
+        "this process (control-plane tests, benchmarks).",
     )
     config: SchedulerConfig = Field(default_factory=SchedulerConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
@@ -103,6 +104,11 @@ class SchedulerEndpoint(_Endpoint):
 
 class AgentEndpoint(_Endpoint):
     port: int = 20053
+    executor: Literal["noop", "sleep"] = Field(
+        "noop",
+        description="The executor the Agent service serves. The agent executor of the app "
+        "(sandbox, agent loop, grading) is not wired into `megaflow serve` yet.",
+    )
 
 
 class ModelEndpoint(_Endpoint):

@@ -25,6 +25,7 @@ import grpc
 from megaflow.core.errors import ConfigError, TransportError
 from megaflow.rpc.auth import AUTH_HEADER, BearerAuthInterceptor, bearer_value
 from megaflow.rpc.config import TlsConfig
+from megaflow.rpc.gen import common_pb2, common_pb2_grpc
 
 DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024
 Metadata = tuple[tuple[str, str], ...]
@@ -49,6 +50,21 @@ def call_metadata(token: str) -> Metadata:
     return ((AUTH_HEADER, bearer_value(token)),)
 
 
+class _Health:
+    def __init__(self) -> None:
+        self.services: list[str] = []
+
+    async def Check(self, request: common_pb2.Empty, context: Any) -> common_pb2.HealthReply:
+        return common_pb2.HealthReply(services=self.services)
+
+
+async def check_once(channel: grpc.aio.Channel, token: str, timeout: float = 5.0) -> list[str]:
+    """The services a server hosts, asked through its Health service."""
+    stub = common_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+    reply = await stub.Check(common_pb2.Empty(), metadata=call_metadata(token), timeout=timeout)
+    return list(reply.services)
+
+
 class RpcServer:
     """One ``grpc.aio`` server: auth interceptor, size limits, optional TLS."""
 
@@ -65,11 +81,15 @@ class RpcServer:
             interceptors=[BearerAuthInterceptor(token)],
             options=channel_options(max_message_bytes),
         )
-        self._on_stop: list[Callable[[], Any]] = []
+        self._health = _Health()
+        common_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)  # type: ignore[no-untyped-call]
 
-    def add(self, register: Callable[[grpc.aio.Server], None]) -> None:
-        """Add a service: ``register`` is a servicer's ``register`` method."""
+    def add(self, register: Callable[[grpc.aio.Server], None], name: str = "") -> None:
+        """Add a service: ``register`` is a servicer's ``register`` method; ``name``
+        is what the Health service reports."""
         register(self._server)
+        if name:
+            self._health.services.append(name)
 
     @property
     def target(self) -> str:

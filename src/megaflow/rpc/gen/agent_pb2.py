@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17megaflow/v1/agent.proto\x12\x0bmegaflow.v1\"4\n\x0eRunTaskRequest\x12\x11\n\ttask_json\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"U\n\rAgentProgress\x12\x0f\n\x05stage\x18\x01 \x01(\tH\x00\x12\x13\n\tstep_json\x18\x02 \x01(\tH\x00\x12\x15\n\x0bresult_json\x18\x03 \x01(\tH\x00\x42\x07\n\x05\x65vent2M\n\x05\x41gent\x12\x44\n\x07RunTask\x12\x1b.megaflow.v1.RunTaskRequest\x1a\x1a.megaflow.v1.AgentProgress0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17megaflow/v1/agent.proto\x12\x0bmegaflow.v1\"V\n\x0eRunTaskRequest\x12\x11\n\ttask_json\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x10\n\x08instance\x18\x03 \x01(\t\x12\x0e\n\x06region\x18\x04 \x01(\t\"@\n\rAgentProgress\x12\x0f\n\x05stage\x18\x01 \x01(\tH\x00\x12\x15\n\x0bresult_json\x18\x02 \x01(\tH\x00\x42\x07\n\x05\x65vent2M\n\x05\x41gent\x12\x44\n\x07RunTask\x12\x1b.megaflow.v1.RunTaskRequest\x1a\x1a.megaflow.v1.AgentProgress0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,9 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'megaflow.v1.agent_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RUNTASKREQUEST']._serialized_start=40
-  _globals['_RUNTASKREQUEST']._serialized_end=92
-  _globals['_AGENTPROGRESS']._serialized_start=94
-  _globals['_AGENTPROGRESS']._serialized_end=179
-  _globals['_AGENT']._serialized_start=181
-  _globals['_AGENT']._serialized_end=258
+  _globals['_RUNTASKREQUEST']._serialized_end=126
+  _globals['_AGENTPROGRESS']._serialized_start=128
+  _globals['_AGENTPROGRESS']._serialized_end=192
+  _globals['_AGENT']._serialized_start=194
+  _globals['_AGENT']._serialized_end=271
 # @@protoc_insertion_point(module_scope)

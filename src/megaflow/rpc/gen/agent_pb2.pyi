@@ -6,19 +6,21 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunTaskRequest(_message.Message):
-    __slots__ = ("task_json", "attempt")
+    __slots__ = ("task_json", "attempt", "instance", "region")
     TASK_JSON_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
     task_json: str
     attempt: int
-    def __init__(self, task_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    instance: str
+    region: str
+    def __init__(self, task_json: _Optional[str] = ..., attempt: _Optional[int] = ..., instance: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
 
 class AgentProgress(_message.Message):
-    __slots__ = ("stage", "step_json", "result_json")
+    __slots__ = ("stage", "result_json")
     STAGE_FIELD_NUMBER: _ClassVar[int]
-    STEP_JSON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     stage: str
-    step_json: str
     result_json: str
-    def __init__(self, stage: _Optional[str] = ..., step_json: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, stage: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...

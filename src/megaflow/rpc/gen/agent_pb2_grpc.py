@@ -46,7 +46,9 @@ class AgentServicer:
     """Missing associated documentation comment in .proto file."""
 
     def RunTask(self, request, context):
-        """Run one task; progress events stream back, the last one carries the result.
+        """Run one attempt; stage changes stream back, the last message carries the result.
+        A failed attempt ends the call with its error (the class in the
+        "megaflow-error" trailer: InfraError is retried, AgentError is final).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

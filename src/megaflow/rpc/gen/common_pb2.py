@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18megaflow/v1/common.proto\x12\x0bmegaflow.v1\"\x07\n\x05\x45mpty\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18megaflow/v1/common.proto\x12\x0bmegaflow.v1\"\x07\n\x05\x45mpty\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\x1f\n\x0bHealthReply\x12\x10\n\x08services\x18\x01 \x03(\t2?\n\x06Health\x12\x35\n\x05\x43heck\x12\x12.megaflow.v1.Empty\x1a\x18.megaflow.v1.HealthReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,4 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EMPTY']._serialized_end=48
   _globals['_CHUNK']._serialized_start=50
   _globals['_CHUNK']._serialized_end=71
+  _globals['_HEALTHREPLY']._serialized_start=73
+  _globals['_HEALTHREPLY']._serialized_end=104
+  _globals['_HEALTH']._serialized_start=106
+  _globals['_HEALTH']._serialized_end=169
 # @@protoc_insertion_point(module_scope)

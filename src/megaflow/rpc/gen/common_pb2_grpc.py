@@ -4,6 +4,7 @@
 import grpc
 import warnings
 
+from . import common_pb2 as megaflow_dot_v1_dot_common__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -23,3 +24,78 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class HealthStub:
+    """Every MegaFlow server also serves Health (bearer token required, like every call).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Check = channel.unary_unary(
+                '/megaflow.v1.Health/Check',
+                request_serializer=megaflow_dot_v1_dot_common__pb2.Empty.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_common__pb2.HealthReply.FromString,
+                _registered_method=True)
+
+
+class HealthServicer:
+    """Every MegaFlow server also serves Health (bearer token required, like every call).
+    """
+
+    def Check(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_HealthServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Check': grpc.unary_unary_rpc_method_handler(
+                    servicer.Check,
+                    request_deserializer=megaflow_dot_v1_dot_common__pb2.Empty.FromString,
+                    response_serializer=megaflow_dot_v1_dot_common__pb2.HealthReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'megaflow.v1.Health', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('megaflow.v1.Health', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Health:
+    """Every MegaFlow server also serves Health (bearer token required, like every call).
+    """
+
+    @staticmethod
+    def Check(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/megaflow.v1.Health/Check',
+            megaflow_dot_v1_dot_common__pb2.Empty.SerializeToString,
+            megaflow_dot_v1_dot_common__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

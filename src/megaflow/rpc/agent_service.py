@@ -1,0 +1,125 @@
+"""The Agent service: a :class:`TaskExecutor` served over gRPC, and its client.
+
+The scheduler runs each attempt through a ``TaskExecutor``. The app's agent
+executor (sandbox, agent loop, grading) is one; :class:`AgentServicer`
+serves any executor, and :class:`GrpcTaskExecutor` is an executor whose
+attempts run in a remote Agent service. Stage changes stream back and are
+reported to the scheduler as they happen; the attempt's error is raised
+again as the same class (``InfraError`` stays retryable, ``AgentError``
+final); cancelling the attempt cancels the call, and the remote executor
+releases its sandbox before the call ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from megaflow.core.errors import TransportError
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import TaskResult, TaskSpec
+from megaflow.rpc.config import TlsConfig
+from megaflow.rpc.gen import agent_pb2 as pb
+from megaflow.rpc.gen import agent_pb2_grpc
+from megaflow.rpc.server import DEFAULT_MAX_MESSAGE, call_metadata, open_channel
+from megaflow.rpc.status import error_from, streams_errors
+from megaflow.scheduler.abstract import TaskContext, TaskExecutor
+
+Ctx = Any  # grpc.aio.ServicerContext; grpc ships no type information
+
+
+class AgentServicer:
+    """Serves ``executor``; the caller starts and stops it."""
+
+    def __init__(self, executor: TaskExecutor) -> None:
+        self.executor = executor
+
+    def register(self, server: grpc.aio.Server) -> None:
+        agent_pb2_grpc.add_AgentServicer_to_server(self, server)  # type: ignore[no-untyped-call]
+
+    @streams_errors
+    async def RunTask(
+        self, request: pb.RunTaskRequest, context: Ctx
+    ) -> AsyncIterator[pb.AgentProgress]:
+        spec = TaskSpec.model_validate_json(request.task_json)
+        stages: asyncio.Queue[TaskState] = asyncio.Queue()
+        ctx = TaskContext(
+            spec=spec,
+            attempt=request.attempt or 1,
+            instance=request.instance or "agent-service",
+            region=request.region or "default",
+            _report=stages.put_nowait,
+        )
+        attempt = asyncio.ensure_future(self.executor.run(ctx))
+        try:
+            while not attempt.done():
+                getter = asyncio.ensure_future(stages.get())
+                await asyncio.wait({attempt, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield pb.AgentProgress(stage=getter.result().value)
+                else:
+                    getter.cancel()
+            while not stages.empty():
+                yield pb.AgentProgress(stage=stages.get_nowait().value)
+            result = attempt.result()  # raises the attempt's error, mapped by streams_errors
+            yield pb.AgentProgress(result_json=result.model_dump_json())
+        finally:
+            if not attempt.done():  # the client hung up or cancelled: release everything
+                attempt.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await attempt
+
+
+class GrpcTaskExecutor(TaskExecutor):
+    """Runs attempts in a remote Agent service."""
+
+    def __init__(
+        self,
+        target: str,
+        token: str,
+        tls: TlsConfig | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        self.target = target
+        self.tls = tls
+        self.max_message_bytes = max_message_bytes
+        self._md = call_metadata(token)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+
+    async def start(self) -> None:
+        if self._channel is None:
+            self._channel = open_channel(self.target, self.tls, self.max_message_bytes)
+            self._stub = agent_pb2_grpc.AgentStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def stop(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def run(self, ctx: TaskContext) -> TaskResult:
+        await self.start()
+        req = pb.RunTaskRequest(
+            task_json=ctx.spec.model_dump_json(),
+            attempt=ctx.attempt,
+            instance=ctx.instance,
+            region=ctx.region,
+        )
+        call = self._stub.RunTask(req, metadata=self._md)
+        what = f"agent service {self.target} RunTask {ctx.spec.id}"
+        try:
+            while (msg := await call.read()) is not grpc.aio.EOF:
+                if msg.WhichOneof("event") == "stage":
+                    ctx.stage(TaskState(msg.stage))
+                else:
+                    return TaskResult.model_validate_json(msg.result_json)
+        except grpc.aio.AioRpcError as err:
+            raise error_from(err, what) from None
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        raise TransportError(f"{what}: the stream ended without a result")
