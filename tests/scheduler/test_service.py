@@ -218,3 +218,18 @@ async def test_silent_instance_is_declared_lost(stores: Stores) -> None:
         assert ev.instance == "x"  # type: ignore[union-attr]
         await asyncio.sleep(0.05)
         assert s.core.instance("x") is None
+
+
+async def test_cancel_before_the_attempt_ever_ran(stores: Stores) -> None:
+    ex = FaultExecutor()
+    async with sched(stores, ex, instances=[]) as s:
+        await s.submit(run(), [task("t", payload={"fault": {"then": "hang"}})])
+        await until(lambda: s.core.depth == 1)
+        s.core.add_instance(InstanceSpec("i", cpu=2, memory_mb=4096, slots=1))
+        (d,) = s.core.plan(s.now())
+        s.start_attempt(d.task, d.instance)
+        s.interrupt("t", "cancel", "cancelled")  # same step: the attempt never started
+        assert await s.wait("r1") == {TaskState.CANCELLED: 1}
+        assert s.core.running == {}
+        assert s.core.admission.running == 0
+    assert ex.calls == {}

@@ -73,6 +73,8 @@ class AttemptRunner:
         self.reasons: dict[str, tuple[str, str]] = {}
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self._start_timers: dict[str, asyncio.TimerHandle] = {}
+        self._placed: dict[str, tuple[PendingTask, Instance, int]] = {}
+        """Attempts created but not yet entered: cancelling those skips their body."""
         self._spawned: set[asyncio.Task[Any]] = set()
 
     def kick(self) -> None:
@@ -135,6 +137,7 @@ class AttemptRunner:
             timer.cancel()
         n = self.attempts[tid] = self.attempts.get(tid, 0) + 1
         self.set_state(tid, TaskState.SCHEDULED)
+        self._placed[tid] = (task, inst, n)
         self.running_tasks[tid] = self.loop.create_task(self._attempt(task, inst, n))
 
     def _report(self, spec: TaskSpec, stage: TaskState) -> None:
@@ -161,6 +164,7 @@ class AttemptRunner:
     async def _attempt(self, task: PendingTask, inst: Instance, n: int) -> None:
         spec = task.spec
         tid = spec.id
+        self._placed.pop(tid, None)
         started = time.time()
         ctx = TaskContext(spec, n, inst.id, inst.spec.region, lambda s: self._report(spec, s))
         deadline = spec.timeouts.deadline_s
@@ -296,6 +300,16 @@ class AttemptRunner:
             return
         self.reasons[task_id] = (reason, message)
         atask.cancel()
+        placed = self._placed.pop(task_id, None)
+        if placed is not None:
+            # Cancelled before its first step, the coroutine never runs its body
+            # (no try/finally), so the attempt is concluded here.
+            task, inst, n = placed
+            self.running_tasks.pop(task_id, None)
+            self.reasons.pop(task_id, None)
+            self.core.finish(task_id, self.now())
+            self.kick()
+            self._conclude(task, inst, n, time.time(), reason, message, None)
 
     async def cancel_local(self, run_id: str, task_id: str | None) -> int:
         targets = [task_id] if task_id is not None else list(self.tasks_of.get(run_id, []))
@@ -330,3 +344,4 @@ class AttemptRunner:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.running_tasks.clear()
+        self._placed.clear()
