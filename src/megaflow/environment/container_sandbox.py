@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 KILL_GRACE_S = 5.0  # after the kill exec, how long the stream may take to end
 SCRIPT_TIMEOUT_S = 120.0
+EXIT_WAIT_S = 60.0  # longest wait for an exit code after the stream, without a timeout
 
 
 def from_labels(c: dict[str, Any]) -> SandboxInfo:
@@ -136,7 +137,12 @@ class ContainerSandbox(Sandbox):
                     abort(sock)
                 await asyncio.gather(reader, return_exceptions=True)
                 abort(sock)
-            code = await self._runtime.run(self._exit_code, eid)
+            # The stream can end before the command does (an attach cut short
+            # under load); wait for the engine to see the end, within the timeout.
+            left = (
+                EXIT_WAIT_S if timeout is None else max(timeout - (time.monotonic() - started), 0)
+            )
+            code = await self._runtime.run(self._exit_code, eid, max(left, 2.0))
         except (DockerNotFound, APIError) as e:
             raise SandboxError(
                 f"sandbox {self.id}: exec {argv[:3]!r} failed: {e} (if its container "
