@@ -124,5 +124,7 @@ class RedisTaskQueue(TaskQueue):
 
     async def unacked(self) -> int:
         """Entries delivered to some consumer and not yet acknowledged."""
+        if self._client is None:
+            raise RuntimeError("RedisTaskQueue is not started; call start() or use 'async with'")
         async with redis_client.translate_errors(self.url, "queue unacked"):
             return int(await self._client.hlen(self._keys[2]))
