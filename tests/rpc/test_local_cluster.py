@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -40,8 +41,8 @@ def megaflow(
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    sched_port = free_port()
+def cluster(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
+    sched_port, http_port = free_port(), free_port()
     cfg = {
         "state_dir": str(tmp_path / "state"),
         "auth": {"token_file": str(tmp_path / "state" / "token")},
@@ -52,26 +53,27 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         },
         "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
         "agent": {"port": free_port()},
+        "model": {"port": free_port(), "http_port": http_port},
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(cfg))
     try:
-        yield path, sched_port
+        yield path, sched_port, http_port
     finally:
         megaflow("down", str(path), cwd=tmp_path)
 
 
 @pytest.mark.slow
-def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> None:
-    path, port = cluster
+def test_up_submit_status_down(cluster: tuple[Path, int, int], tmp_path: Path) -> None:
+    path, port, http_port = cluster
     up = megaflow("up", str(path), cwd=tmp_path)
     assert up.returncode == 0, up.stdout + up.stderr
-    for service in ("scheduler", "environment", "agent"):
+    for service in ("scheduler", "environment", "agent", "model"):
         assert service in up.stdout
     token_file = tmp_path / "state" / "token"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     pids = [m.pid for m in members(tmp_path / "state")]
-    assert len(pids) == 3
+    assert len(pids) == 4
     assert os.getpid() not in pids
 
     run = tmp_path / "run.yaml"
@@ -85,6 +87,15 @@ def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> Non
     assert "succeeded" in sub.stdout
 
     token = token_file.read_text().strip()
+    models = f"http://127.0.0.1:{http_port}/v1/models"
+    assert httpx.get(models).status_code == 401
+    assert (
+        httpx.get(models, headers={"Authorization": "Bearer nope-nope-nope-nope"}).status_code
+        == 401
+    )
+    ok = httpx.get(models, headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200
+    assert ok.json()["data"]
     status = megaflow("status", "--cluster", f"127.0.0.1:{port}", cwd=tmp_path,
                       env={"MEGAFLOW_TOKEN": token})  # fmt: skip
     assert status.returncode == 0, status.stderr
@@ -100,16 +111,13 @@ def test_up_submit_status_down(cluster: tuple[Path, int], tmp_path: Path) -> Non
 
     down = megaflow("down", str(path), cwd=tmp_path)
     assert down.returncode == 0, down.stderr
-    assert down.stdout.count("stopped") == 3
+    assert down.stdout.count("stopped") == 4
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
     assert members(tmp_path / "state") == []
 
 
-def test_serve_refuses_services_without_a_server(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["serve", "model"])
-    assert result.exit_code == 2
-    assert "no server for ['model']" in result.output
+def test_serve_refuses_unknown_services(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["serve", "teapot"])
     assert bad.exit_code == 2
     assert "unknown service" in bad.output

@@ -61,9 +61,6 @@ def serve(
     if service not in (*SERVICES, "all"):
         fail(f"unknown service {service!r}; choose from {', '.join(SERVICES)} or all")
     chosen: list[Service] = list(SERVABLE) if service == "all" else [service]  # type: ignore[list-item]
-    missing = [s for s in chosen if s not in SERVABLE]
-    if missing:
-        fail(f"no server for {missing} yet; servable services are {list(SERVABLE)}")
     cfg = _config(config)
 
     async def go() -> None:

@@ -3,8 +3,9 @@
 Every gRPC call carries ``authorization: Bearer <token>`` in its metadata;
 :class:`BearerAuthInterceptor` checks it before any handler runs, so a call
 with a missing or wrong token gets ``UNAUTHENTICATED`` and does nothing.
-:func:`check_bearer` is the same check for HTTP endpoints (the model
-gateway passes it the ``Authorization`` header and answers 401 on False).
+:func:`check_bearer` is the same check for HTTP endpoints, and
+:class:`BearerAuthMiddleware` applies it to any ASGI app (the model gateway
+in ``megaflow serve model``): 401 and nothing done.
 Comparison is constant-time (:func:`hmac.compare_digest`).
 """
 
@@ -147,3 +148,39 @@ class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if check_bearer(header, self._token) or handler is None:
             return handler
         return _deny(_kind(handler))
+
+
+class BearerAuthMiddleware:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401
+    and never reach the wrapped app (the model gateway, a metrics endpoint ...)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        _check_token(token, "the server config")
+        self.app = app
+        self._token = token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or ())
+        header = headers.get(b"authorization", b"").decode("latin-1")
+        if check_bearer(header, self._token):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = b'{"error": {"message": "missing or wrong bearer token", "type": "unauthorized"}}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b"Bearer"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

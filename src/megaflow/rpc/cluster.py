@@ -2,11 +2,10 @@
 
 ``megaflow serve SERVICE`` calls :func:`serve`; ``megaflow up`` starts one
 process per service and waits on :func:`check_health` for each.
-Servable: ``environment`` (any runtime), ``agent`` (a task executor) and
-``scheduler`` (the control plane with its stores; its attempts run in the
-agent service with ``executor: agent``). ``model`` has its control contract
-and servicer (:mod:`megaflow.rpc.model_control`) but is not started by
-``serve`` yet; asking for it raises ``ConfigError``.
+Services: ``environment`` (any runtime), ``model`` (the OpenAI-compatible
+gateway over HTTP behind the bearer token, and model control over gRPC),
+``agent`` (a task executor) and ``scheduler`` (the control plane with its
+stores; its attempts run in the agent service with ``executor: agent``).
 """
 
 from __future__ import annotations
@@ -17,12 +16,14 @@ from collections.abc import Callable
 
 import grpc
 
-from megaflow.core.errors import ConfigError, TransportError
+from megaflow.core.errors import TransportError
 from megaflow.environment.factory import make_runtime
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
+from megaflow.rpc.auth import BearerAuthMiddleware
 from megaflow.rpc.config import ClusterConfig, Service
 from megaflow.rpc.control import LocalControlPlane
 from megaflow.rpc.environment_server import EnvironmentServicer
+from megaflow.rpc.model_control import LocalModelControl, ModelControlServicer
 from megaflow.rpc.scheduler_server import SchedulerServicer
 from megaflow.rpc.server import RpcServer, check_once, open_channel
 from megaflow.rpc.status import error_from
@@ -31,7 +32,7 @@ from megaflow.scheduler.executors import NoopExecutor, SleepExecutor
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.factory import Stores
 
-SERVABLE: tuple[Service, ...] = ("environment", "agent", "scheduler")
+SERVABLE: tuple[Service, ...] = ("environment", "model", "agent", "scheduler")
 OnReady = Callable[[str, str], None]
 
 
@@ -98,6 +99,42 @@ async def _serve_agent(
     return server
 
 
+async def _serve_model(
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+) -> RpcServer:
+    import uvicorn
+
+    from megaflow.model.factory import make_model_service
+    from megaflow.model.gateway import create_app
+
+    service = make_model_service(cfg.model.config)
+    await service.start()
+    stack.push_async_callback(service.stop)
+    app = BearerAuthMiddleware(create_app(service), token)
+    ucfg = uvicorn.Config(
+        app, host=cfg.model.host, port=cfg.model.http_port, log_level="warning",
+        lifespan="off", access_log=False,
+    )  # fmt: skip
+    http = uvicorn.Server(ucfg)
+    task = asyncio.create_task(http.serve())
+
+    async def stop_http() -> None:
+        http.should_exit = True
+        await task
+
+    stack.push_async_callback(stop_http)
+    while not http.started:
+        if task.done():
+            task.result()
+            raise TransportError(f"model gateway on {cfg.model.http_port} stopped at start")
+        await asyncio.sleep(0.01)
+    server = _server(cfg, "model", token)
+    server.add(ModelControlServicer(LocalModelControl(service.router)).register, "model")
+    await server.start()
+    stack.push_async_callback(server.stop)
+    return server
+
+
 async def serve(
     services: list[Service],
     cfg: ClusterConfig,
@@ -106,18 +143,13 @@ async def serve(
     on_ready: OnReady | None = None,
 ) -> None:
     """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap."""
-    missing = [s for s in services if s not in SERVABLE]
-    if missing:
-        raise ConfigError(
-            f"no server for {missing} yet; servable services are {list(SERVABLE)}",
-            [(s, "not servable") for s in missing],
-        )
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
             start = {
                 "environment": _serve_environment,
                 "scheduler": _serve_scheduler,
                 "agent": _serve_agent,
+                "model": _serve_model,
             }[service]
             server = await start(stack, cfg, token)
             if on_ready is not None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from megaflow.core.errors import ConfigError
 from megaflow.environment.config import LocalRuntimeConfig, RuntimeConfig
+from megaflow.model.config import ModelConfig, ReplayModelConfig
 from megaflow.rpc.auth import load_or_create_token, read_token
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.storage.config import StorageConfig
@@ -67,6 +68,14 @@ class TlsConfig(_Cfg):
     )
 
 
+def check_port(v: int) -> int:
+    if not 0 <= v <= 65535:
+        raise ValueError(f"port {v} is not a TCP port")
+    if v in RESERVED_PORTS:
+        raise ValueError(f"port {v} is in 10002-19999, which Ray's workers use")
+    return v
+
+
 class _Endpoint(_Cfg):
     host: str = Field("127.0.0.1", description="Address to listen on and to connect to.")
     port: int = Field(description="TCP port, outside 10002-19999.")
@@ -74,11 +83,7 @@ class _Endpoint(_Cfg):
     @field_validator("port")
     @classmethod
     def _port(cls, v: int) -> int:
-        if not 0 <= v <= 65535:
-            raise ValueError(f"port {v} is not a TCP port")
-        if v in RESERVED_PORTS:
-            raise ValueError(f"port {v} is in 10002-19999, which Ray's workers use")
-        return v
+        return check_port(v)
 
     @property
     def target(self) -> str:
@@ -112,7 +117,20 @@ class AgentEndpoint(_Endpoint):
 
 
 class ModelEndpoint(_Endpoint):
-    port: int = 20054
+    port: int = Field(20054, description="gRPC model control (list, register, drain backends).")
+    http_port: int = Field(
+        20055, description="The OpenAI-compatible gateway (bearer token required), same host."
+    )
+    config: ModelConfig = Field(default_factory=ReplayModelConfig)
+
+    @field_validator("http_port")
+    @classmethod
+    def _http_port(cls, v: int) -> int:
+        return check_port(v)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}/v1"
 
 
 class ClusterConfig(_Cfg):
