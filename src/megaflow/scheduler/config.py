@@ -12,26 +12,36 @@ class _Cfg(BaseModel):
 
 
 class FifoPolicyConfig(_Cfg):
+    """First come, first served."""
+
     type: Literal["fifo"] = "fifo"
 
 
 class PriorityPolicyConfig(_Cfg):
+    """Higher priority first; waiting raises a task's priority so none starves."""
+
     type: Literal["priority"] = "priority"
     aging_per_s: float = Field(0.1, ge=0, description="Priority gained per second of waiting.")
 
 
 class FairPolicyConfig(_Cfg):
+    """Weighted fair share across runs or tenants (deficit round robin)."""
+
     type: Literal["fair"] = "fair"
-    key: Literal["run", "tenant"] = "run"
+    key: Literal["run", "tenant"] = Field("run", description="Share between runs or tenants.")
     weights: dict[str, float] = Field(
         default_factory=dict, description="Share per key; 1 if absent."
     )
 
 
 class CustomPolicyConfig(_Cfg):
+    """A user's policy class, by dotted path."""
+
     type: Literal["custom"] = "custom"
     path: str = Field(description="Dotted path to a SchedulingPolicy subclass.")
-    options: dict[str, object] = Field(default_factory=dict)
+    options: dict[str, object] = Field(
+        default_factory=dict, description="Keyword arguments for the class."
+    )
 
 
 PolicyConfig = Annotated[
@@ -68,24 +78,32 @@ class RetryConfig(_Cfg):
 class AutoscaleConfig(_Cfg):
     """Threshold autoscaler: scale up on a sustained queue, down after idle time."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="Grow and shrink the fleet with the queue.")
     queue_threshold: int = Field(100, ge=0, description="Queue depth that asks for more.")
     sustain_s: float = Field(30.0, ge=0, description="How long the queue must stay over it.")
     step: int = Field(10, ge=1, description="Instances asked for at most per scale-up.")
     idle_s: float = Field(300.0, ge=0, description="Idle time before an instance is released.")
-    min_instances: int = Field(0, ge=0)
-    max_instances: int = Field(1000, ge=1)
+    min_instances: int = Field(0, ge=0, description="Never release below this many.")
+    max_instances: int = Field(1000, ge=1, description="Never grow beyond this many.")
 
 
 class SchedulerConfig(_Cfg):
-    policy: PolicyConfig = Field(default_factory=FifoPolicyConfig)
-    queues: Literal["shared", "per_type"] = "shared"
+    """How the control plane orders, admits and places tasks."""
+
+    policy: PolicyConfig = Field(
+        default_factory=FifoPolicyConfig, description="Which waiting task goes first."
+    )
+    queues: Literal["shared", "per_type"] = Field(
+        "shared", description="One queue for all tasks, or one per task type (weighted)."
+    )
     queue_weights: dict[str, float] = Field(
         default_factory=lambda: {"train": 1.0, "eval": 1.0, "synth": 1.0},
         description="Share of each task type's queue when queues is per_type.",
     )
     max_concurrency: int = Field(8, ge=1, le=1_000_000, description="Tasks running at once.")
-    preemption: bool = False
+    preemption: bool = Field(
+        False, description="Let a waiting task stop a lower-priority running one."
+    )
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     autoscale: AutoscaleConfig = Field(default_factory=AutoscaleConfig)

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 
-from megaflow.core.errors import NotFound
+from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.core.events import (
     Event,
     InstanceJoined,
@@ -148,7 +148,10 @@ class Scheduler(AttemptRunner):
             await md.create_run(run)
         for t in tasks:
             if t.run_id != run.id:
-                raise ValueError(f"task {t.id} belongs to run {t.run_id}, not to {run.id}")
+                raise InvalidInput(
+                    f"task {t.id} belongs to run {t.run_id}, not to {run.id}; "
+                    "submit each run's tasks with that run"
+                )
         records = await md.add_tasks(tasks)
         await self.stores.queue.push([QueuedTask(spec=r.spec, seq=r.seq) for r in records])
         await self.stores.events.publish(
