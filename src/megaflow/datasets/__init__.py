@@ -22,6 +22,7 @@ from megaflow.datasets.validate import (
     CheckResult,
     ValidationReport,
     grade_patch,
+    grade_patches,
     validate_instances,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "environment_spec",
     "grade",
     "grade_patch",
+    "grade_patches",
     "instance_of",
     "load_instances",
     "prepare_sandbox",

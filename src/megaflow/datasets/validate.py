@@ -1,7 +1,8 @@
 """Checking a task set: gold patches must resolve, empty patches must not.
 
-Each check runs in its own fresh sandbox, many at once, so a task set of
-hundreds of instances validates in minutes. An instance misbehaves when its
+Each instance gets its own sandbox, many at once, in which the checks run
+one after the other from a clean base commit, so a task set of hundreds of
+instances validates in minutes. An instance misbehaves when its
 gold patch does not resolve it (a broken gold patch, a flaky or wrong test
 list, a repository that does not build) or when the untouched repository
 already passes (the FAIL_TO_PASS tests do not test the bug).
@@ -18,7 +19,7 @@ from typing import Literal
 from megaflow.core.errors import MegaFlowError
 from megaflow.datasets.grading import GradeReport, apply_patch, grade
 from megaflow.datasets.instance import SWEInstance
-from megaflow.datasets.prepare import environment_spec, prepare_sandbox
+from megaflow.datasets.prepare import BASE_TAG, environment_spec, prepare_sandbox, run_checked
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 
 Check = Literal["gold", "empty"]
@@ -31,20 +32,39 @@ async def grade_patch(
     base_spec: EnvironmentSpec | None = None,
 ) -> GradeReport:
     """Grade ``patch`` on a fresh sandbox of ``instance`` (destroyed afterwards)."""
-    t0 = time.monotonic()
+    (report,) = await grade_patches(runtime, instance, [patch], base_spec)
+    return report
+
+
+async def grade_patches(
+    runtime: Runtime,
+    instance: SWEInstance,
+    patches: Sequence[str],
+    base_spec: EnvironmentSpec | None = None,
+) -> list[GradeReport]:
+    """Grade several candidate patches of one instance in one sandbox, one after
+    the other; between two, the work tree goes back to the base commit
+    (``git reset --hard`` and ``git clean -fdx``), as a fresh sandbox would be."""
     spec = environment_spec(instance, base_spec)
+    reports: list[GradeReport] = []
     async with await runtime.create(spec, owner=f"grade:{instance.instance_id}") as sandbox:
         await prepare_sandbox(sandbox, instance)
-        if patch.strip():
-            why = await apply_patch(sandbox, patch)
+        for n, patch in enumerate(patches):
+            t0 = time.monotonic()
+            if n:
+                await run_checked(
+                    sandbox,
+                    f"git reset -q --hard {BASE_TAG} && git clean -fdqx",
+                    "resetting the work tree",
+                )
+            why = await apply_patch(sandbox, patch) if patch.strip() else None
+            report = await grade(sandbox, instance)
             if why is not None:
-                report = await grade(sandbox, instance)
                 report.patch_applied, report.resolved, report.reward = False, False, 0.0
                 report.error = f"the patch did not apply: {why}"
-                return report
-        report = await grade(sandbox, instance)
-    report.duration_s = time.monotonic() - t0
-    return report
+            report.duration_s = time.monotonic() - t0
+            reports.append(report)
+    return reports
 
 
 @dataclass
@@ -100,18 +120,23 @@ async def validate_instances(
     gate = asyncio.Semaphore(concurrency)
     t0 = time.monotonic()
 
-    async def one(inst: SWEInstance, check: Check) -> CheckResult:
+    async def one(inst: SWEInstance) -> list[CheckResult]:
+        patches = [inst.patch if check == "gold" else "" for check in checks]
         async with gate:
             try:
-                patch = inst.patch if check == "gold" else ""
-                report = await grade_patch(runtime, inst, patch, base_spec)
-                result = CheckResult(inst.instance_id, check, report)
+                reports = await grade_patches(runtime, inst, patches, base_spec)
+                results = [
+                    CheckResult(inst.instance_id, c, r)
+                    for c, r in zip(checks, reports, strict=True)
+                ]
             except (MegaFlowError, OSError) as e:
-                result = CheckResult(inst.instance_id, check, None, f"{type(e).__name__}: {e}")
+                why = f"{type(e).__name__}: {e}"
+                results = [CheckResult(inst.instance_id, c, None, why) for c in checks]
         if on_result is not None:
-            on_result(result)
-        return result
+            for result in results:
+                on_result(result)
+        return results
 
-    jobs = [one(inst, check) for inst in instances for check in checks]
-    results = await asyncio.gather(*jobs)
-    return ValidationReport(list(results), time.monotonic() - t0)
+    per_instance = await asyncio.gather(*(one(inst) for inst in instances))
+    results = [r for rs in per_instance for r in rs]
+    return ValidationReport(results, time.monotonic() - t0)
