@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,29 @@ def test_confine_accepts_paths_inside(path: str, expected: str) -> None:
 def test_confine_refuses_paths_outside(path: str) -> None:
     with pytest.raises(ValueError):
         confine(path, "/workspace")
+
+
+async def test_http_middleware_answers_401_and_never_calls_the_app() -> None:
+    import httpx
+
+    from megaflow.rpc.auth import BearerAuthMiddleware
+
+    token = generate_token()
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    transport = httpx.ASGITransport(app=BearerAuthMiddleware(app, token))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        denied = await client.post("/v1/chat/completions", json={})
+        assert denied.status_code == 401
+        assert denied.headers["www-authenticate"] == "Bearer"
+        wrong = await client.get("/v1/models", headers={"Authorization": f"Bearer {token}x"})
+        assert wrong.status_code == 401
+        assert reached == []
+        ok = await client.get("/v1/models", headers={"Authorization": f"Bearer {token}"})
+        assert (ok.status_code, ok.text) == (200, "ok")
+        assert reached == ["/v1/models"]
