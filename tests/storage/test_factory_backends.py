@@ -15,7 +15,8 @@ def test_redis_and_s3_are_chosen_by_type() -> None:
         {
             "queue": {"type": "redis", "url": "redis://q:1/0", "namespace": "run-7",
                       "claim_after_s": 5, "consumer": "sched-a"},
-            "events": {"type": "redis", "url": "redis://e:2", "cluster": True, "max_len": 500},
+            "events": {"type": "redis", "url": "redis://e:2", "cluster": True, "max_len": 500,
+                       "stale_after_s": 60},
             "artifacts": {"type": "s3", "bucket": "arts", "prefix": "runs/",
                           "endpoint_url": "http://s3:9000", "multipart_threshold": 1000},
         }
@@ -27,7 +28,9 @@ def test_redis_and_s3_are_chosen_by_type() -> None:
         "redis://q:1/0", "{megaflow:run-7}:", "sched-a", 5000,
     )  # fmt: skip
     assert isinstance(ev, RedisEventBus)
-    assert (ev.cluster, ev.stream, ev.max_len) == (True, "{megaflow:default}:events", 500)
+    assert (ev.cluster, ev.stream, ev.max_len, ev.stale_after_s) == (
+        True, "{megaflow:default}:events", 500, 60,
+    )  # fmt: skip
     assert isinstance(art, S3ArtifactStore)
     assert (art.bucket, art.prefix, art.multipart_threshold) == ("arts", "runs/", 1000)
 

@@ -94,3 +94,30 @@ async def test_subscription_survives_a_server_restart(tmp_path: Path) -> None:
     finally:
         await b.stop()
         stop(server)
+
+
+async def test_groups_of_crashed_subscribers_are_pruned(redis_server: str) -> None:
+    ns = f"test-{uuid.uuid4().hex[:12]}"
+    crashed = RedisEventBus(redis_server, namespace=ns, block_ms=50)
+    await crashed.start()
+    gone = await crashed.subscribe()
+    await crashed.publish(CapacityFreed(instance="x"))
+    await gone.get(2)
+    for sub in crashed._subs:  # the process dies: readers stop, nothing is closed
+        assert sub._reader is not None
+        sub.closed = True  # (only so that the reader cannot go on after the cancel)
+        sub._reader.cancel()
+    live = RedisEventBus(redis_server, namespace=ns, block_ms=50, stale_after_s=0.3)
+    await live.start()
+    try:
+        kept = await live.subscribe()
+        await asyncio.sleep(0.5)
+        assert await live.prune_stale_groups() == 1  # the crashed one, not the live one
+        (group,) = await live.client.xinfo_groups(live.stream)
+        assert group["name"].decode() == kept.group
+        await live.publish(CapacityFreed(instance="y"))
+        assert (await kept.get(2)).instance == "y"  # type: ignore[union-attr]
+    finally:
+        await live.stop()
+        crashed._subs.clear()
+        await crashed.stop()

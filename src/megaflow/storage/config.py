@@ -80,6 +80,11 @@ class RedisEventsConfig(_RedisCfg):
     max_len: int = Field(
         100_000, ge=100, description="Events kept in the stream (approximate trim)."
     )
+    stale_after_s: float = Field(
+        3600.0,
+        gt=0,
+        description="On start, delete subscriber groups idle this long (their process died).",
+    )
 
 
 class LocalArtifactsConfig(_Cfg):

@@ -61,7 +61,11 @@ def make_event_bus(cfg: EventsConfig) -> EventBus:
         from megaflow.storage.redis_bus import RedisEventBus
 
         return RedisEventBus(
-            cfg.url, cluster=cfg.cluster, namespace=cfg.namespace, max_len=cfg.max_len
+            cfg.url,
+            cluster=cfg.cluster,
+            namespace=cfg.namespace,
+            max_len=cfg.max_len,
+            stale_after_s=cfg.stale_after_s,
         )
     from megaflow.storage.memory_bus import MemoryEventBus
 

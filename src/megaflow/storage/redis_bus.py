@@ -148,6 +148,7 @@ class RedisEventBus(EventBus):
         namespace: str = "default",
         max_len: int = 100_000,
         block_ms: int = 1000,
+        stale_after_s: float = 3600.0,
         client: Any = None,
     ) -> None:
         self.url = url
@@ -155,6 +156,7 @@ class RedisEventBus(EventBus):
         self.stream = redis_client.key_prefix(namespace) + "events"
         self.max_len = max_len
         self.block_ms = block_ms
+        self.stale_after_s = stale_after_s
         self._client = client
         self._owns_client = client is None
         self._subs: list[RedisSubscription] = []
@@ -170,6 +172,30 @@ class RedisEventBus(EventBus):
         if self._client is None:
             self._client = redis_client.connect(self.url, cluster=self.cluster)
         await redis_client.ping(self._client, self.url)
+        await self.prune_stale_groups()
+
+    async def prune_stale_groups(self) -> int:
+        """Delete the consumer groups of subscribers that crashed without closing.
+
+        A live reader touches its group at least every ``block_ms``, so a group
+        whose consumers have all been idle for ``stale_after_s`` has lost its
+        process. Returns how many groups were deleted.
+        """
+        pruned = 0
+        async with redis_client.translate_errors(self.url, "events prune"):
+            if not await self.client.exists(self.stream):
+                return 0
+            for group in await self.client.xinfo_groups(self.stream):
+                name = group["name"]
+                name = name.decode() if isinstance(name, bytes) else str(name)
+                if not name.startswith("sub-") or any(s.group == name for s in self._subs):
+                    continue
+                consumers = await self.client.xinfo_consumers(self.stream, name)
+                idle_ms = min((int(c["idle"]) for c in consumers), default=None)
+                if idle_ms is not None and idle_ms > self.stale_after_s * 1000:
+                    await self.client.xgroup_destroy(self.stream, name)
+                    pruned += 1
+        return pruned
 
     async def stop(self) -> None:
         for sub in list(self._subs):
