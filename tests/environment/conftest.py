@@ -10,18 +10,23 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from megaflow.environment.abstract import Runtime
+from megaflow.environment.abstract import EnvironmentSpec, Runtime
 from megaflow.environment.config import LocalRuntimeConfig
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.local.cgroups import GROUP
 from megaflow.environment.local.records import process_key
 from megaflow.environment.rootfs import build_busybox_rootfs
 
-RUNTIMES = ["local", "container"]
+RUNTIMES = ["local", "local-rootfs", "container"]
+# The image each runtime's contract tests use; "rootfs" is the busybox root
+# filesystem tarball (the container runtime maps "host" to its own image).
+IMAGES = {"local": "host", "local-rootfs": "rootfs", "container": "host"}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -101,7 +106,7 @@ def local_runtime(tmp_path: Path, **kwargs: object) -> LocalRuntime:
 
 
 async def _make_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Runtime:
-    if name == "local":
+    if name in ("local", "local-rootfs"):
         return local_runtime(tmp_path)
     if name == "container":
         from megaflow.environment.config import ContainerRuntimeConfig
@@ -114,13 +119,27 @@ async def _make_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Pat
     raise AssertionError(f"no test runtime named {name!r}")
 
 
+@dataclass
+class Target:
+    """A started runtime under the contract suite, and specs in its image."""
+
+    runtime: Runtime
+    image: str
+
+    def spec(self, **fields: Any) -> EnvironmentSpec:
+        return EnvironmentSpec(image=self.image, **fields)
+
+
 @pytest.fixture(params=RUNTIMES)
-async def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
-    """A started runtime of each kind the contract suite covers; stopped afterwards."""
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
+    """Each runtime the contract suite covers, started; stopped afterwards."""
     rt = await _make_runtime(request.param, request, tmp_path)
     await rt.start()
     try:
-        yield rt
+        image = IMAGES[request.param]
+        if image == "rootfs":
+            image = str(request.getfixturevalue("rootfs_tar"))
+        yield Target(rt, image)
     finally:
         await rt.stop()
 

@@ -8,13 +8,13 @@ import tarfile
 import pytest
 
 from megaflow.core.errors import NotFound, SandboxError
-from megaflow.environment.abstract import EnvironmentSpec, Runtime
+from tests.environment.conftest import Target
 
-SPEC = EnvironmentSpec(files={"hello.txt": "hi there\n"}, env={"GREETING": "hello"})
+SPEC = {"files": {"hello.txt": "hi there\n"}, "env": {"GREETING": "hello"}}
 
 
-async def test_exec_returns_exit_code_and_both_streams(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC, owner="t-exec") as sb:
+async def test_exec_returns_exit_code_and_both_streams(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC), owner="t-exec") as sb:
         result = await sb.exec("echo out; echo err >&2; exit 3")
         assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
         assert not result.ok
@@ -23,24 +23,24 @@ async def test_exec_returns_exit_code_and_both_streams(runtime: Runtime) -> None
         assert result.duration_s > 0
 
 
-async def test_exec_argv_env_cwd_and_spec_files(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_exec_argv_env_cwd_and_spec_files(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         assert (await sb.exec(["cat", "hello.txt"])).stdout == "hi there\n"
         env = await sb.exec("echo $GREETING $EXTRA", env={"EXTRA": "world"})
         assert env.stdout == "hello world\n"
         await sb.exec("mkdir -p sub/dir")
-        assert (await sb.exec("pwd", cwd="sub/dir")).stdout.strip() == f"{SPEC.workdir}/sub/dir"
+        assert (await sb.exec("pwd", cwd="sub/dir")).stdout.strip() == "/workspace/sub/dir"
 
 
-async def test_exec_output_is_capped(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_exec_output_is_capped(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         result = await sb.exec("yes abcdefgh | head -c 100000", output_cap=1000)
         assert len(result.stdout) == 1000
         assert result.truncated
 
 
-async def test_exec_timeout_kills_the_process_group(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_exec_timeout_kills_the_process_group(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         result = await sb.exec("sleep 30 & sleep 30; echo never", timeout=0.5)
         assert result.timed_out
         assert "never" not in result.stdout
@@ -48,8 +48,8 @@ async def test_exec_timeout_kills_the_process_group(runtime: Runtime) -> None:
         assert left.stdout.strip() == "0"
 
 
-async def test_files_round_trip(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_files_round_trip(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         await sb.write_file("a/b/c.bin", b"\x00\x01binary\xff", mode=0o600)
         assert await sb.read_file("a/b/c.bin") == b"\x00\x01binary\xff"
         assert (await sb.exec("stat -c %a a/b/c.bin")).stdout.strip() == "600"
@@ -57,14 +57,14 @@ async def test_files_round_trip(runtime: Runtime) -> None:
             await sb.read_file("missing.txt")
 
 
-async def test_upload_and_download_directory_as_tar(runtime: Runtime) -> None:
+async def test_upload_and_download_directory_as_tar(target: Target) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, data in {"pkg/x.py": b"x = 1\n", "pkg/y/z.txt": b"zz"}.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    async with await runtime.create(SPEC) as sb:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         await sb.upload(buf.getvalue(), "up")
         assert (await sb.exec("cat up/pkg/y/z.txt")).stdout == "zz"
         with tarfile.open(fileobj=io.BytesIO(await sb.download("up/pkg"))) as tar:
@@ -75,9 +75,9 @@ async def test_upload_and_download_directory_as_tar(runtime: Runtime) -> None:
         assert {"pkg", "pkg/x.py", "pkg/y", "pkg/y/z.txt"} <= names
 
 
-async def test_reset_restores_state_after_setup_and_kills_processes(runtime: Runtime) -> None:
-    spec = EnvironmentSpec(files={"keep.txt": "v1"}, setup=["echo from-setup > setup.txt"])
-    async with await runtime.create(spec) as sb:
+async def test_reset_restores_state_after_setup_and_kills_processes(target: Target) -> None:
+    spec = target.spec(files={"keep.txt": "v1"}, setup=["echo from-setup > setup.txt"])
+    async with await target.runtime.create(spec) as sb:
         await sb.exec("echo v2 > keep.txt; touch junk; echo tmp > /tmp/t; rm setup.txt")
         await sb.exec("sleep 1000 > /dev/null 2>&1 &")
         await sb.reset()
@@ -86,31 +86,31 @@ async def test_reset_restores_state_after_setup_and_kills_processes(runtime: Run
         assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "0"
 
 
-async def test_failed_setup_is_a_start_error_and_leaves_nothing(runtime: Runtime) -> None:
+async def test_failed_setup_is_a_start_error_and_leaves_nothing(target: Target) -> None:
     with pytest.raises(SandboxError, match="setup"):
-        await runtime.create(EnvironmentSpec(setup=["echo broken >&2; exit 7"]))
-    assert await runtime.list() == []
+        await target.runtime.create(target.spec(setup=["echo broken >&2; exit 7"]))
+    assert await target.runtime.list() == []
 
 
-async def test_list_destroy_is_idempotent(runtime: Runtime) -> None:
-    a = await runtime.create(SPEC, owner="task-a")
-    b = await runtime.create(SPEC, owner="task-b")
-    infos = {i.id: i for i in await runtime.list()}
+async def test_list_destroy_is_idempotent(target: Target) -> None:
+    a = await target.runtime.create(target.spec(**SPEC), owner="task-a")
+    b = await target.runtime.create(target.spec(**SPEC), owner="task-b")
+    infos = {i.id: i for i in await target.runtime.list()}
     assert set(infos) == {a.id, b.id}
     assert infos[a.id].owner == "task-a"
     assert infos[a.id].deadline > infos[a.id].created_at
     await a.destroy()
     await a.destroy()
-    await runtime.destroy(a.id)
-    await runtime.destroy("no-such-sandbox")
-    assert [i.id for i in await runtime.list()] == [b.id]
+    await target.runtime.destroy(a.id)
+    await target.runtime.destroy("no-such-sandbox")
+    assert [i.id for i in await target.runtime.list()] == [b.id]
     with pytest.raises(SandboxError):
         await a.exec("true")
     await b.destroy()
 
 
-async def test_stats_report_memory_and_pids(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_stats_report_memory_and_pids(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         await sb.exec("sleep 5 > /dev/null 2>&1 &")
         stats = await sb.stats()
         assert stats.memory_bytes > 0
@@ -118,15 +118,15 @@ async def test_stats_report_memory_and_pids(runtime: Runtime) -> None:
         assert stats.cpu_seconds > 0
 
 
-async def test_concurrent_execs_in_one_sandbox(runtime: Runtime) -> None:
+async def test_concurrent_execs_in_one_sandbox(target: Target) -> None:
     import asyncio
 
-    async with await runtime.create(SPEC) as sb:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         results = await asyncio.gather(*(sb.exec(f"sleep 0.2; echo {i}") for i in range(8)))
         assert [r.stdout.strip() for r in results] == [str(i) for i in range(8)]
 
 
-async def test_exec_without_timeout(runtime: Runtime) -> None:
-    async with await runtime.create(SPEC) as sb:
+async def test_exec_without_timeout(target: Target) -> None:
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
         result = await sb.exec("sleep 0.1; echo done", timeout=None)
         assert (result.stdout, result.timed_out) == ("done\n", False)
