@@ -15,6 +15,7 @@ NEEDED=(
   "initdb:postgresql"
   "redis-server:redis-server"
   "redis-cli:redis-tools"
+  "promtool:prometheus"
 )
 
 missing=()

@@ -30,6 +30,7 @@ from megaflow.datasets.tasks import instance_of
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.abstract import ModelClient
+from megaflow.monitoring.run import JobMetrics
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.storage.abstract import ArtifactStore
 
@@ -53,11 +54,13 @@ class AgentExecutor(TaskExecutor):
         arms: dict[str, Arm],
         artifacts: ArtifactStore,
         base_spec: EnvironmentSpec,
+        metrics: JobMetrics | None = None,
     ) -> None:
         self.pool = pool
         self.arms = arms
         self.artifacts = artifacts
         self.base_spec = base_spec
+        self.metrics = metrics
 
     def _arm(self, task: TaskSpec) -> Arm:
         try:
@@ -85,8 +88,22 @@ class AgentExecutor(TaskExecutor):
             result = await self._attempt(ctx, arm, sandbox, start_s)
             broken = False
             return result
+        except BaseException as exc:
+            if self.metrics is not None:
+                self.metrics.task_failed(task.run_id, error_kind(exc).value)
+            raise
         finally:
-            await asyncio.shield(self.pool.release(sandbox, broken=broken))
+            await asyncio.shield(self._release(sandbox, broken))
+
+    async def _release(self, sandbox: Sandbox, broken: bool) -> None:
+        if self.metrics is not None:
+            try:
+                stats = await sandbox.stats()
+                self.metrics.sandbox_usage(sandbox.id, stats.cpu_seconds, stats.memory_bytes)
+            except Exception:  # stats are best effort; the release must happen
+                pass
+            self.metrics.sandbox_gone(sandbox.id)
+        await self.pool.release(sandbox, broken=broken)
 
     async def _attempt(
         self, ctx: TaskContext, arm: Arm, sandbox: Sandbox, start_s: float
@@ -119,10 +136,18 @@ class AgentExecutor(TaskExecutor):
         grade_s = time.perf_counter() - t2
         await self._put_json(f"{prefix}/trajectory.json", traj)
         success = report.resolved if report else traj.meta.get("exit_status") == "submitted"
+        reward = report.reward if report else float(success)
+        if self.metrics is not None:
+            kind = str(traj.meta.get("task_type") or (task.type.value if task.type else "eval"))
+            self.metrics.task_done(task.run_id, kind, start_s + agent_s + grade_s, success, reward)
+            for call in traj.model_calls:
+                self.metrics.model_call(
+                    task.run_id, call.duration_s, call.prompt_tokens, call.completion_tokens
+                )
         return TaskResult(
             task_id=task.id,
             success=success,
-            reward=report.reward if report else float(success),
+            reward=reward,
             metrics={
                 "sandbox_start_s": start_s,
                 "agent_s": agent_s,

@@ -34,6 +34,7 @@ from megaflow.environment.factory import make_runtime
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.factory import make_model_client
 from megaflow.monitoring.environment import EnvironmentMetrics
+from megaflow.monitoring.run import JobMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.factory import Stores
@@ -110,7 +111,10 @@ class Job:
             for arm in self.arms.values():
                 await arm.model.start()
                 self._started.append(arm.model)
-            executor = AgentExecutor(self.pool, self.arms, self.stores.artifacts, base_spec(cfg))
+            executor = AgentExecutor(
+                self.pool, self.arms, self.stores.artifacts, base_spec(cfg),
+                JobMetrics(self.registry),
+            )  # fmt: skip
             self.scheduler = Scheduler(
                 cfg.scheduler, self.stores, executor, metrics=SchedulerMetrics(self.registry)
             )

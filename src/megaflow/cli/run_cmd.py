@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import typer
+from prometheus_client import start_http_server
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -15,7 +16,7 @@ from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
-from megaflow.core.errors import ConfigError, MegaFlowError
+from megaflow.core.errors import ConfigError, InvalidInput, MegaFlowError
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
 from megaflow.storage.factory import Stores
@@ -46,7 +47,7 @@ async def _watch(job: Job, progress: Progress, done: asyncio.Event) -> None:
             pass
 
 
-async def _run(job: Job, resume: bool) -> JobSummary:
+async def _run(job: Job, resume: bool, metrics_port: int | None = None) -> JobSummary:
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.completed}/{task.total} done"),
@@ -54,6 +55,22 @@ async def _run(job: Job, resume: bool) -> JobSummary:
         TextColumn("{task.fields[rate]:.1f} tasks/s"), TextColumn("ETA"), TimeRemainingColumn(),
         console=console,
     )  # fmt: skip
+    server = None
+    if metrics_port is not None:
+        try:
+            server, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=job.registry)
+        except OSError as exc:
+            raise InvalidInput(f"cannot serve metrics on port {metrics_port}: {exc}") from None
+        console.print(f"metrics on http://127.0.0.1:{metrics_port}/metrics")
+    try:
+        return await _drive(job, resume, progress)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
     async with job:
         if resume:
             await job.resume()
@@ -118,6 +135,9 @@ def run(
     config: Path | None = typer.Argument(None, help="A run config (YAML)."),
     resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
     db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database, for --resume."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."
+    ),
 ) -> None:
     """Run the job described by CONFIG in this process, on the embedded defaults."""
     if (config is None) == (resume is None):
@@ -137,7 +157,9 @@ def run(
     except MegaFlowError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     try:
-        summary = asyncio.run(_run(job, resume is not None))
+        summary = asyncio.run(_run(job, resume is not None, metrics_port))
+    except InvalidInput as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         fail(f"interrupted; finish it with `megaflow run --resume {job.run_id}`", EXIT_FAILED)
     except MegaFlowError as exc:
