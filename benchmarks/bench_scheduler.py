@@ -150,7 +150,10 @@ def main() -> None:
         rows.append((figure, value, target))
         console.print(f"  {figure}: [bold]{value}[/]")
 
-    console.print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    load = os.getloadavg()[0]
+    console.print(
+        f"machine: {os.cpu_count()} cores, load average {load:.1f}, python {sys.version.split()[0]}"
+    )
     sqlite_rate = asyncio.run(_throughput(n, "file"))
     row(
         f"no-op tasks, full state machine, SQLite file ({n:,})",
@@ -191,7 +194,11 @@ def main() -> None:
     for r in rows:
         table.add_row(*r)
     console.print(table)
-    md = ["# Scheduler benchmark\n", f"{os.cpu_count()} cores; tasks per run: {n:,}.\n"]
+    loads = f"{load:.1f} at start, {os.getloadavg()[0]:.1f} at end"
+    md = [
+        "# Scheduler benchmark\n",
+        f"{os.cpu_count()} cores (load average {loads}); tasks per run: {n:,}.\n",
+    ]
     md += ["| figure | measured | target |", "|---|---|---|"]
     md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     md += ["", f"## Simulator, {sim_i:,} instances, {sim_t:,} tasks\n", markdown_table(sims)]
