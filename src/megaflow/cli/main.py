@@ -14,6 +14,7 @@ from megaflow.cli import (
     sandbox_cmd,
     sim_cmd,
     tasks_cmd,
+    top_cmd,
 )
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
@@ -33,6 +34,7 @@ app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
 app.command("bench")(bench_cmd.bench)
+app.command("top")(top_cmd.top)
 app.command("sim")(sim_cmd.sim)
 app.command("serve-model")(serve_model)
 cluster_cmd.register(app)  # serve, up, down, submit

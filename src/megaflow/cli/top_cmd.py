@@ -1,0 +1,99 @@
+"""``megaflow top``: a live terminal view of runs, the queue, rates and errors.
+
+Reads the metadata store, so it works beside a running job or after it.
+Rates are the change in finished tasks between two refreshes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+
+from megaflow.cli.common import DEFAULT_DB, console, fail
+from megaflow.core.states import ACTIVE_STATES, TaskState
+from megaflow.storage.abstract import MetadataStore
+
+_WAITING = (TaskState.QUEUED, TaskState.RETRYING, TaskState.PREEMPTED)
+_ERRORS = (TaskState.FAILED, TaskState.TIMED_OUT, TaskState.CANCELLED)
+
+
+class TopView:
+    """Builds one frame from the store; remembers the last one for rates."""
+
+    def __init__(self, store: MetadataStore, runs: int) -> None:
+        self.store = store
+        self.runs = runs
+        self._last: tuple[float, dict[str, int]] | None = None
+
+    async def frame(self) -> Group:
+        runs = (await self.store.list_runs())[-self.runs :]
+        now = time.monotonic()
+        counts = {r.id: await self.store.count_by_state(r.id) for r in runs}
+        done = {rid: sum(n for s, n in c.items() if s.terminal) for rid, c in counts.items()}
+        rates: dict[str, float] = {}
+        if self._last is not None:
+            t0, before = self._last
+            rates = {rid: (n - before.get(rid, n)) / max(now - t0, 1e-9) for rid, n in done.items()}
+        self._last = (now, done)
+        table = Table(title="megaflow top", expand=True)
+        table.add_column("run", ratio=1, overflow="ellipsis", no_wrap=True)
+        for col in ("queued", "running", "ok", "failed", "t/o", "cancel", "done", "/s"):
+            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+        totals: dict[str, float] = {"queued": 0, "running": 0, "errors": 0, "rate": 0.0}
+        for r in runs:
+            c = counts[r.id]
+            queued = sum(c.get(s, 0) for s in _WAITING)
+            running = sum(c.get(s, 0) for s in ACTIVE_STATES)
+            total = sum(c.values())
+            rate = rates.get(r.id)
+            totals["queued"] += queued
+            totals["running"] += running
+            totals["errors"] += sum(c.get(s, 0) for s in _ERRORS)
+            totals["rate"] += rate or 0.0
+            table.add_row(
+                r.id, str(queued), str(running), str(c.get(TaskState.SUCCEEDED, 0)),
+                str(c.get(TaskState.FAILED, 0)), str(c.get(TaskState.TIMED_OUT, 0)),
+                str(c.get(TaskState.CANCELLED, 0)), f"{done[r.id]}/{total}",
+                "-" if rate is None else f"{rate:.1f}",
+            )  # fmt: skip
+        footer = (
+            f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
+            f" | errors {totals['errors']:.0f} | {totals['rate']:.1f} tasks/s"
+        )
+        return Group(table, footer)
+
+
+def top(
+    db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database (SQLite file)."),
+    interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between refreshes."),
+    runs: int = typer.Option(10, "--runs", min=1, help="Show the newest N runs."),
+    once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
+) -> None:
+    """A live view of runs, the queue, rates and errors (Ctrl-C to quit)."""
+    from pathlib import Path
+
+    from megaflow.storage.sqlite import SqliteMetadataStore
+
+    if not Path(db).exists():
+        fail(f"no MegaFlow database at {db}; run a job first or pass --db PATH")
+
+    async def go() -> None:
+        async with SqliteMetadataStore(db) as store:
+            view = TopView(store, runs)
+            if once:
+                console.print(await view.frame())
+                return
+            with Live(await view.frame(), console=console, refresh_per_second=4) as live:
+                while True:
+                    await asyncio.sleep(interval)
+                    live.update(await view.frame())
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass

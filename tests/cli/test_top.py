@@ -1,0 +1,48 @@
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from megaflow.cli.main import app
+from megaflow.cli.top_cmd import TopView
+from megaflow.core.states import TaskState as S
+from megaflow.core.tasks import RunSpec, TaskSpec
+from megaflow.storage.abstract import Transition
+from megaflow.storage.sqlite import SqliteMetadataStore
+
+
+async def test_frames_show_counts_and_rates(tmp_path: Path) -> None:
+    async with SqliteMetadataStore(tmp_path / "m.db") as store:
+        await store.create_run(RunSpec(id="r"))
+        await store.add_tasks([TaskSpec(id=f"r/{i}", run_id="r") for i in range(6)])
+        view = TopView(store, runs=5)
+        await view.frame()
+        chain = [S.SCHEDULED, S.STARTING, S.RUNNING, S.GRADING, S.SUCCEEDED]
+        await store.transition_many([Transition(f"r/{i}", s) for i in range(3) for s in chain])
+        await store.transition_many(
+            [Transition("r/3", S.SCHEDULED), Transition("r/4", S.CANCELLED)]
+        )
+        await asyncio.sleep(0.05)
+        frame = await view.frame()
+    table = frame.renderables[0]
+    cells = {c.header: c._cells[0] for c in table.columns}  # type: ignore[attr-defined]
+    assert (cells["queued"], cells["running"], cells["ok"], cells["cancel"]) == ("1", "1", "3", "1")
+    assert cells["done"] == "4/6"
+    assert float(cells["/s"]) > 0
+    assert "queue 1 | in flight (sandboxes held) 1 | errors 1" in frame.renderables[1]
+
+
+def test_top_once_and_missing_db(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["top", "--once", "--db", str(tmp_path / "none.db")])
+    assert res.exit_code == 2
+    asyncio.run(_seed(tmp_path / "m.db"))
+    res = runner.invoke(app, ["top", "--once", "--db", str(tmp_path / "m.db")])
+    assert res.exit_code == 0, res.output
+    assert "queue 2" in res.output
+
+
+async def _seed(path: Path) -> None:
+    async with SqliteMetadataStore(path) as store:
+        await store.create_run(RunSpec(id="r"))
+        await store.add_tasks([TaskSpec(id=f"r/{i}", run_id="r") for i in range(2)])
