@@ -87,11 +87,14 @@ class Scheduler(AttemptRunner):
         self._bg: list[asyncio.Task[None]] = []
         self._heartbeats: dict[str, asyncio.TimerHandle] = {}
         self._refill: asyncio.TimerHandle | None = None
+        self._scale_timer: asyncio.TimerHandle | None = None
+        self._started = False
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
-        if self._bg:
+        if self._started:
             return
+        self._started = True
         self.loop = asyncio.get_running_loop()
         self.core = DispatchCore(self.config)
         self.writer = StateWriter(self.stores.metadata, self.stores.events)
@@ -109,6 +112,9 @@ class Scheduler(AttemptRunner):
     async def stop(self) -> None:
         """Stop dispatching. Attempts in flight are cancelled and stay in flight in
         the store, exactly as after a crash: :meth:`resume` picks them up."""
+        if not self._started:
+            return
+        self._started = False
         for task in self._bg:
             task.cancel()
         for task in self._bg:
@@ -120,8 +126,10 @@ class Scheduler(AttemptRunner):
         await self.abandon_attempts()
         for h in [*self._heartbeats.values(), *self.timers.values()]:
             h.cancel()
-        if self._refill is not None:
-            self._refill.cancel()
+        for timer in (self._refill, self._scale_timer):
+            if timer is not None:
+                timer.cancel()
+        self._refill = self._scale_timer = None
         if self._sub is not None:
             await self._sub.close()
             self._sub = None
@@ -316,8 +324,12 @@ class Scheduler(AttemptRunner):
             for inst_id in down:
                 self.core.remove_instance(inst_id)
         at = self.autoscaler.next_check(now)
-        if at is not None:
-            self.loop.call_later(at - now + 1e-3, self.kick)
+        if at is not None and self._scale_timer is None:
+            self._scale_timer = self.loop.call_later(at - now + 1e-3, self._scale_due)
+
+    def _scale_due(self) -> None:
+        self._scale_timer = None
+        self.kick()
 
     def transitions(self, items: list[Transition]) -> None:
         for t in items:
