@@ -45,7 +45,8 @@ from megaflow.storage.sqlite import SqliteMetadataStore
 RESULTS = Path(__file__).parent / "results" / "scheduler.md"
 
 
-async def _throughput(n: int, db: str) -> float:
+async def _throughput(n: int, db: str) -> tuple[float, float]:
+    """(tasks per wall second, tasks per CPU second of this process)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = db if db == ":memory:" else str(Path(tmp) / "bench.db")
         stores = Stores(
@@ -56,13 +57,14 @@ async def _throughput(n: int, db: str) -> float:
             cfg = SchedulerConfig(max_concurrency=1000)
             async with Scheduler(cfg, stores, NoopExecutor()) as sched:
                 tasks = [TaskSpec(id=f"t{i}", run_id="bench") for i in range(n)]
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 await sched.submit(RunSpec(id="bench"), tasks)
                 counts = await sched.wait("bench")
                 took = time.perf_counter() - start
+                cpu_took = time.process_time() - cpu
     if counts != {TaskState.SUCCEEDED: n}:
         raise SystemExit(f"benchmark run did not succeed: {counts}")
-    return n / took
+    return n / took, n / cpu_took
 
 
 def decision_p99(
