@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from megaflow.core.events import CapacityFreed
-from megaflow.storage.redis_bus import RedisEventBus
+from megaflow.storage.redis_bus import RedisEventBus, RedisSubscription
 from tests.fixtures.servers import free_port, start_redis, stop
 
 pytestmark = pytest.mark.services
@@ -121,3 +121,38 @@ async def test_groups_of_crashed_subscribers_are_pruned(redis_server: str) -> No
         await live.stop()
         crashed._subs.clear()
         await crashed.stop()
+
+
+async def _cut_off_a_read(bus: RedisEventBus, sub: RedisSubscription, instance: str) -> None:
+    """Stop the reader, then let Redis hand it an entry whose reply is lost,
+    as when a read is cancelled or its connection drops mid-way."""
+    sub.closed = True
+    while sub._reader is not None and not sub._reader.done():
+        sub._reader.cancel()
+        await asyncio.wait([sub._reader], timeout=0.05)
+    sub.closed = False
+    await bus.publish(CapacityFreed(instance=instance))
+    lost = await bus.client.xreadgroup(sub.group, "reader", {bus.stream: ">"}, count=10)
+    assert len(lost[0][1]) == 1
+    sub._recover = True
+
+
+async def test_an_entry_cut_off_mid_read_is_delivered_once(bus: RedisEventBus) -> None:
+    sub = await bus.subscribe()
+    await bus.publish(CapacityFreed(instance="a"))
+    assert (await sub.get(2)).instance == "a"  # type: ignore[union-attr]
+    await _cut_off_a_read(bus, sub, "b")
+    sub.start()
+    await bus.publish(CapacityFreed(instance="c"))
+    got = [await sub.get(2), await sub.get(2)]
+    assert [e.instance for e in got] == ["b", "c"]  # type: ignore[union-attr]
+    with pytest.raises(TimeoutError):
+        await sub.get(0.1)
+
+
+async def test_close_still_delivers_an_entry_cut_off_mid_read(bus: RedisEventBus) -> None:
+    sub = await bus.subscribe()
+    await _cut_off_a_read(bus, sub, "b")
+    await bus.publish(CapacityFreed(instance="c"))
+    await sub.close()
+    assert [e.instance async for e in sub] == ["b", "c"]  # type: ignore[union-attr]

@@ -31,6 +31,16 @@ _log = logging.getLogger(__name__)
 _RETRY_S = 0.5
 
 
+def _entries(resp: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """The (id, fields) pairs of an XREADGROUP reply of one stream, in either
+    of redis-py's shapes (``[[stream, entries]]``, or a dict under RESP3)."""
+    if not resp:
+        return []
+    if isinstance(resp, dict):
+        return [e for batches in resp.values() for batch in batches for e in batch]
+    return [e for _stream, entries in resp for e in entries]
+
+
 class RedisSubscription(Subscription):
     def __init__(
         self,
@@ -48,6 +58,8 @@ class RedisSubscription(Subscription):
         self.dropped = 0
         self.closed = False
         self._reader: asyncio.Task[None] | None = None
+        self._buffered: set[bytes] = set()  # ids in the buffer, not yet acknowledged
+        self._recover = False
 
     def wants(self, event: Event) -> bool:
         return self.kinds is None or event.kind in self.kinds
@@ -65,20 +77,33 @@ class RedisSubscription(Subscription):
         self.queue.put_nowait(event)
 
     async def _read(self, block_ms: int | None, count: int, *, wait: bool = True) -> int:
-        """One XREADGROUP; returns how many entries it read."""
+        """One XREADGROUP; returns how many entries it read.
+
+        After an interruption (a cancelled or failed read) Redis may have
+        handed out entries that never reached the buffer: they are pending
+        under this reader, so it first reads its pending entries again
+        (id ``0``), skipping those already buffered, then new ones (``>``).
+        """
         bus = self._bus
+        start = "0" if self._recover else ">"
         resp = await bus.client.xreadgroup(
-            self.group, "reader", {bus.stream: ">"}, count=count, block=block_ms
-        )
+            self.group, "reader", {bus.stream: start}, count=count,
+            block=None if self._recover else block_ms,
+        )  # fmt: skip
         ids: list[bytes] = []
-        for _stream, entries in resp or []:
-            for entry_id, fields in entries:
-                ids.append(entry_id)
-                event = parse_event(fields[b"e"])
-                if self.wants(event):
-                    await self._deliver(event, wait=wait)
+        for entry_id, fields in _entries(resp):
+            ids.append(entry_id)
+            if entry_id in self._buffered or not fields:  # buffered already, or trimmed
+                continue
+            event = parse_event(fields[b"e"])
+            if self.wants(event):
+                await self._deliver(event, wait=wait)
+            self._buffered.add(entry_id)
+        if self._recover and not ids:
+            self._recover = False
         if ids:
             await bus.client.xack(bus.stream, self.group, *ids)
+            self._buffered.difference_update(ids)
         return len(ids)
 
     async def _run(self) -> None:
@@ -91,6 +116,7 @@ class RedisSubscription(Subscription):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                self._recover = True
                 if self.closed:  # redis-py may turn our cancellation into its own error
                     return
                 if "NOGROUP" in str(exc):  # the server restarted without its data
@@ -127,12 +153,15 @@ class RedisSubscription(Subscription):
         while reader is not None and not reader.done():
             reader.cancel()
             await asyncio.wait([reader], timeout=0.05)
+        self._recover = True  # a read may have been cut off mid-way
         if reader is not None and not reader.cancelled() and reader.exception() is not None:
             _log.warning("event subscription %s reader failed: %s", self.group, reader.exception())
         try:
             async with redis_client.translate_errors(self._bus.url, "events close"):
-                while self._room() > 0 and await self._read(None, self._room(), wait=False):
-                    pass
+                while self._room() > 0:
+                    recovering = self._recover
+                    if not await self._read(None, self._room(), wait=False) and not recovering:
+                        break
         finally:
             await self._bus.destroy_group(self)
 
