@@ -47,7 +47,7 @@ def test_task_specs_carry_the_instance() -> None:
 def test_ls_lists_the_bundled_set() -> None:
     result = CliRunner().invoke(app, ["tasks", "ls", str(MINI_SWE)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "34 instances" in result.output or "instances" in result.output
+    assert f"{len(load_instances(MINI_SWE))} instances" in result.output
     assert "mini-swe__pagekit-1" in result.output
 
 
