@@ -28,7 +28,7 @@ from megaflow.app.tasks import task_specs
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import RunSpec
+from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxResources
 from megaflow.environment.factory import make_runtime
 from megaflow.environment.pool import SandboxPool
@@ -77,6 +77,7 @@ class Job:
         self.scheduler: Scheduler | None = None
         self.started_at = 0.0
         self._started: list[Any] = []
+        self._planned: dict[str, list[TaskSpec]] | None = None
 
     @property
     def run_ids(self) -> list[str]:
@@ -152,8 +153,18 @@ class Job:
         return self.scheduler
 
     # -- work ---------------------------------------------------------------------
+    def plan(self) -> dict[str, list[TaskSpec]]:
+        """Load and validate every task of the job, touching nothing. A bad task
+        set fails here, before any store or sandbox is started."""
+        if self._planned is None:
+            self._planned = {
+                rid: task_specs(self.cfg, rid, self.config_dir) for rid in self.run_ids
+            }
+        return self._planned
+
     async def submit(self) -> list[RunSpec]:
         """Record and queue the run (and its control arm)."""
+        planned = self.plan()
         config = self.cfg.model_dump(mode="json")
         runs = []
         for rid in self.run_ids:
@@ -161,8 +172,7 @@ class Job:
             run = RunSpec(
                 id=rid, name=self.cfg.name, config=config, labels={"arm": arm, "job": self.run_id}
             )
-            tasks = task_specs(self.cfg, rid, self.config_dir)
-            await self.sched.submit(run, tasks)
+            await self.sched.submit(run, planned[rid])
             runs.append(run)
         return runs
 

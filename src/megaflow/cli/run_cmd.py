@@ -152,6 +152,7 @@ def run(
             assert config is not None
             cfg = load_config(config)
             job = Job(cfg, config_dir=config.resolve().parent)
+            job.plan()
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except MegaFlowError as exc:
