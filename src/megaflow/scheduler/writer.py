@@ -70,8 +70,9 @@ class StateWriter:
         self._poke()
 
     def _poke(self) -> None:
-        self._idle.clear()
-        self._ready.set()
+        if not self._ready.is_set():
+            self._idle.clear()
+            self._ready.set()
 
     async def flush(self) -> None:
         """Return once everything added so far is in the store."""
