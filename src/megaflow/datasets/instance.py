@@ -33,7 +33,16 @@ from megaflow.core.tasks import check_id
 class _Source(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(description="Host path; relative paths are relative to the instance file.")
+    path: str = Field(
+        min_length=1, description="Host path; relative paths are relative to the instance file."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _no_nul(cls, v: str) -> str:
+        if "\x00" in v:
+            raise ValueError("a path cannot contain a NUL character")
+        return v
 
     def resolved(self, base: Path) -> Self:
         p = Path(self.path).expanduser()
