@@ -94,6 +94,7 @@ class ContainerRuntime(Runtime):
         self._images: ImageResolver | None = None
         self._mine: dict[str, ContainerSandbox] = {}
         self._ctl: ThreadPoolExecutor | None = None
+        self._facts: dict[str, Any] | None = None  # the engine's CPUs and memory
         self._streams: ThreadPoolExecutor | None = None
 
     # -- engine -----------------------------------------------------------------
@@ -184,14 +185,18 @@ class ContainerRuntime(Runtime):
             raise SandboxStartError(str(e)) from e
         assert self._images is not None
         image = spec.image
-        if image == "host":
-            if not self.config.host_image:
-                raise SandboxStartError(
-                    "image 'host' (the host's root) cannot run in a container; give an image "
-                    "name or a root-filesystem tarball, or set host_image in the runtime config"
-                )
-            image = self.config.host_image
-        ref = await self._images.resolve(image)
+        try:
+            if image == "host":
+                if not self.config.host_image:
+                    raise SandboxStartError(
+                        "image 'host' (the host's root) cannot run in a container; give an image "
+                        "name or a root-filesystem tarball, or set host_image in the runtime config"
+                    )
+                image = self.config.host_image
+            ref = await self._images.resolve(image)
+        except SandboxStartError:
+            self._failed("start")
+            raise
         started = time.monotonic()
         now = time.time()
         info = SandboxInfo(
@@ -266,7 +271,9 @@ class ContainerRuntime(Runtime):
         return args
 
     def _check_limits(self, client: docker.DockerClient, spec: EnvironmentSpec) -> None:
-        facts = client.info()
+        if self._facts is None:
+            self._facts = client.info()
+        facts = self._facts
         ncpu, mem_total = int(facts.get("NCPU") or 0), int(facts.get("MemTotal") or 0)
         res = spec.resources
         if ncpu and res.cpus > ncpu:
@@ -308,7 +315,7 @@ class ContainerRuntime(Runtime):
         sandbox = self._mine.pop(sandbox_id, None)
         if sandbox is not None:
             await sandbox.destroy()
-        else:
+        elif sandbox_id.startswith(f"{self.config.namespace}-"):  # never a stranger's container
             await self.run(self.remove_container, sandbox_id)
 
     def forget(self, sandbox_id: str) -> None:

@@ -143,6 +143,9 @@ class ContainerSandbox(Sandbox):
                 EXIT_WAIT_S if timeout is None else max(timeout - (time.monotonic() - started), 0)
             )
             code = await self._runtime.run(self._exit_code, eid, max(left, 2.0))
+            if code is None and not timed_out:  # still running past its time
+                timed_out = True
+                await self._kill(tag)
         except (DockerNotFound, APIError) as e:
             raise SandboxError(
                 f"sandbox {self.id}: exec {argv[:3]!r} failed: {e} (if its container "
