@@ -34,9 +34,10 @@ async def test_exec_argv_env_cwd_and_spec_files(target: Target) -> None:
 
 async def test_exec_output_is_capped(target: Target) -> None:
     async with await target.runtime.create(target.spec(**SPEC)) as sb:
-        result = await sb.exec("yes abcdefgh | head -c 100000", output_cap=1000)
+        result = await sb.exec("yes abcdefgh | head -c 100000", output_cap=1000, timeout=20)
         assert len(result.stdout) == 1000
         assert result.truncated
+        assert not result.timed_out  # `yes` dies of SIGPIPE once `head` is done
 
 
 async def test_exec_timeout_kills_the_process_group(target: Target) -> None:

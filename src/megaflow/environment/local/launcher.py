@@ -9,9 +9,12 @@ workdir, ``/tmp`` and ``/root``; everything else is read-only or hidden.
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import shutil
 import struct
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +32,35 @@ KEPT_CAPS = (
     "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
     "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
 )  # fmt: skip
-# Boot loader given to python -c: read the server's source from stdin, run it.
+# Boot loader given to python -c: read the server from stdin (compiled code when
+# the sandbox's python has the same bytecode as ours, else source) and run it.
 _BOOT = (
     "import os,sys\nn=int(sys.argv[1]);b=b''\n"
     "while len(b)<n:b+=os.read(0,n-len(b))\n"
-    "exec(compile(b,'mfserver','exec'))"
+    "exec(__import__('marshal').loads(b) if sys.argv[2]=='c' else compile(b,'mfserver','exec'))"
 )
+
+
+@dataclass(frozen=True)
+class ServerPayload:
+    data: bytes
+    compiled: bool
+
+
+def server_payload() -> ServerPayload:
+    """The exec server, precompiled when the host's python3 shares our bytecode
+    format (saves compiling it in every sandbox start), else as source."""
+    source = (Path(__file__).parent / "server.py").read_bytes()
+    probe = "import importlib.util,sys;sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"
+    try:
+        theirs = subprocess.run(
+            [str(HOST_PYTHON), "-I", "-c", probe], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        theirs = ""
+    if theirs == importlib.util.MAGIC_NUMBER.hex():
+        return ServerPayload(marshal.dumps(compile(source, "mfserver", "exec")), True)
+    return ServerPayload(source, False)
 
 
 def find_bwrap() -> str:
@@ -78,7 +104,7 @@ class ServerCommand:
     extra_binds: list[str] = field(default_factory=list)
 
 
-def server_command(source_len: int, host_root: bool) -> ServerCommand:
+def server_command(payload: ServerPayload, host_root: bool) -> ServerCommand:
     """Run the host's python3 as the server; inside a foreign root filesystem
     the host's /usr is bound at a hidden path and python is started through
     the host's dynamic loader, so the image itself needs no python."""
@@ -87,7 +113,7 @@ def server_command(source_len: int, host_root: bool) -> ServerCommand:
             f"{HOST_PYTHON} is missing; the local runtime needs the host's 'python3' "
             "package (apt-get install python3)"
         )
-    tail = ["-I", "-S", "-c", _BOOT, str(source_len)]
+    tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), "c" if payload.compiled else "s"]
     if host_root:
         return ServerCommand([str(HOST_PYTHON), *tail])
     python = HOST_PYTHON.resolve()
@@ -120,14 +146,14 @@ class LaunchPlan:
     workdir: str
     network: str
     hide: list[Path]
-    source_len: int
+    payload: ServerPayload
     hostname: str = "sandbox"
 
 
 def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -> list[str]:
     """The bubblewrap argv running the exec server, or ``command`` on a terminal."""
     host_root = plan.image_root == Path("/")
-    server = server_command(plan.source_len, host_root)
+    server = server_command(plan.payload, host_root)
     if command is not None:
         server = ServerCommand(command)
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc"]

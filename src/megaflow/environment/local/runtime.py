@@ -62,7 +62,7 @@ class LocalRuntime(Runtime):
         self.process = process_key()
         self.hide: list[Path] = []
         self._bwrap = ""
-        self._source = b""
+        self._server: launcher.ServerPayload | None = None
         self._started = False
         self._reap_task: asyncio.Task[None] | None = None
         self.reaped_at_start = 0
@@ -77,7 +77,7 @@ class LocalRuntime(Runtime):
         self._bwrap = launcher.find_bwrap()
         self.layout = cgroups.detect(self.cfg.cgroups)
         self.sandbox_root.mkdir(parents=True, exist_ok=True)
-        self._source = (Path(__file__).parent / "server.py").read_bytes()
+        self._server = self._server or await asyncio.to_thread(launcher.server_payload)
         hide = [Path(p) for p in self.cfg.hide] + [self.root]
         checkout = _checkout_of(Path.cwd()) if self.cfg.hide_checkout else None
         self.hide = [*hide, *([checkout] if checkout else [])]
@@ -144,7 +144,8 @@ class LocalRuntime(Runtime):
                         f"setup command {command!r} failed with exit code {result.exit_code}"
                         f"{' (timed out)' if result.timed_out else ''}: {result.stderr[-2000:]}"
                     )
-            await asyncio.to_thread(workspace.snapshot, directory)
+            if spec.files or spec.repo or spec.setup:  # else rw is empty: nothing to copy
+                await asyncio.to_thread(workspace.snapshot, directory)
         except BaseException as e:
             if self.metrics is not None:
                 self.metrics.failed(self.name, "start")
@@ -158,13 +159,13 @@ class LocalRuntime(Runtime):
         return sb
 
     async def _launch(self, sb: LocalSandbox, spec: EnvironmentSpec) -> None:
+        assert self._server is not None, "start() first"
         directory = sb.dir
         rw = workspace.make_dirs(directory)
         record = SandboxRecord(
             id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
             created_at=sb.info.created_at, image=spec.image, process=self.process,
         )  # fmt: skip
-        record.save(directory)
         if spec.image == "host":
             image_root: Path = Path("/")
         else:
@@ -183,7 +184,7 @@ class LocalRuntime(Runtime):
             env["MF_CGROUP_PROCS"] = ":".join(sb.cgroup.procs_files())
         plan = launcher.LaunchPlan(
             image_root=image_root, rw_dir=rw, workdir=spec.workdir, network=spec.network,
-            hide=self.hide, source_len=len(self._source),
+            hide=self.hide, payload=self._server,
         )  # fmt: skip
         argv = launcher.bwrap_argv(self._bwrap, plan)
         with (directory / "bwrap.log").open("wb") as log:
@@ -196,7 +197,7 @@ class LocalRuntime(Runtime):
         record.save(directory)
         assert sb.proc.stdin is not None
         assert sb.proc.stdout is not None
-        sb.proc.stdin.write(self._source)
+        sb.proc.stdin.write(self._server.data)
         sb.channel = Channel(sb.proc.stdout, sb.proc.stdin, sb.id)
         try:
             await asyncio.wait_for(sb.channel.wait_ready(), self.cfg.start_timeout_s)

@@ -134,7 +134,10 @@ class Server:
                 os.dup2(self.devnull, 0)
                 os.dup2(out_w, 1)
                 os.dup2(err_w, 2)  # every other fd of ours is close-on-exec (PEP 446)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                # python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec:
+                # `yes | head` would never end
+                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+                    signal.signal(sig, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_SETMASK, [])
                 try:  # the command, not this server, is what the OOM killer takes
                     with open("/proc/self/oom_score_adj", "w") as f:

@@ -69,10 +69,17 @@ def _empty(directory: Path) -> None:
             os.unlink(entry.path)
 
 
+def is_empty(sandbox_dir: Path) -> bool:
+    rw = sandbox_dir / "rw"
+    return not any(any(os.scandir(rw / part)) for part in RW_PARTS)
+
+
 def snapshot(sandbox_dir: Path) -> None:
+    """Copy ``rw`` to ``snap``; nothing to copy when it is empty (no snap dir)."""
     snap = sandbox_dir / "snap"
     shutil.rmtree(snap, ignore_errors=True)
-    shutil.copytree(sandbox_dir / "rw", snap, symlinks=True)
+    if not is_empty(sandbox_dir):
+        shutil.copytree(sandbox_dir / "rw", snap, symlinks=True)
 
 
 def restore(sandbox_dir: Path) -> None:
@@ -81,4 +88,5 @@ def restore(sandbox_dir: Path) -> None:
     rw, snap = sandbox_dir / "rw", sandbox_dir / "snap"
     for part in RW_PARTS:
         _empty(rw / part)
-        shutil.copytree(snap / part, rw / part, symlinks=True, dirs_exist_ok=True)
+        if snap.is_dir():
+            shutil.copytree(snap / part, rw / part, symlinks=True, dirs_exist_ok=True)
