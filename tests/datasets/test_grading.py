@@ -117,9 +117,11 @@ async def test_agent_cannot_pass_by_writing_the_tests(tmp_path: Path, runtime: R
         await prepare_sandbox(box, inst)
         cheat = "def test_add():\n    pass\n"
         await box.exec(["sh", "-c", f"printf '{cheat}' > test_new.py"], cwd="/workspace")
+        await box.exec("mkdir __pycache__ && echo x > __pycache__/calc.pyc", cwd="/workspace")
         report = await grade(box, inst)
     assert not report.resolved
     assert "test_new.py" in report.model_patch
+    assert "__pycache__" not in report.model_patch
     assert report.statuses[inst.FAIL_TO_PASS[0]] == "FAILED"
 
 

@@ -84,7 +84,11 @@ async def apply_patch(sandbox: Sandbox, patch: str) -> str | None:
 
 async def model_patch(sandbox: Sandbox) -> str:
     """The workspace's changes against the base commit, new files included."""
-    script = f"git add -A >/dev/null && git diff --cached --binary {BASE_TAG}"
+    # Bytecode caches are never part of a patch, even without a .gitignore.
+    script = (
+        "git add -A -- . ':(exclude)*.pyc' ':(exclude)**/__pycache__' >/dev/null && "
+        f"git diff --cached --binary {BASE_TAG}"
+    )
     return await run_checked(sandbox, script, "recording the agent's patch")
 
 
