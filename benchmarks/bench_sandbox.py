@@ -56,17 +56,23 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
-async def cold_starts(rt: LocalRuntime, n: int, conc: int) -> tuple[list[float], list[float]]:
+async def cold_starts(
+    rt: LocalRuntime, n: int, conc: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Start latencies, teardown latencies, and CPU seconds each start used
+    inside the sandbox (bubblewrap and the exec server, from its cgroup)."""
     starts: list[float] = []
     downs: list[float] = []
+    cpu: list[float] = []
     for _ in range(max(1, n // conc)):
         batch = await asyncio.gather(*(timed(lambda: rt.create(HOST)) for _ in range(conc)))
         starts += [t for t, _ in batch]
         for _, sb in batch:
             assert isinstance(sb, LocalSandbox)
+            cpu.append((await sb.stats()).cpu_seconds)
             t, _ = await timed(sb.destroy)
             downs.append(t)
-    return starts, downs
+    return starts, downs, cpu
 
 
 async def warm_acquires(rt: LocalRuntime, n: int) -> list[float]:
@@ -200,8 +206,9 @@ async def main(args: argparse.Namespace) -> None:
     rt = LocalRuntime(LocalRuntimeConfig(root=str(work / "local")))
     await rt.start()
     try:
-        cold1, down = await cold_starts(rt, n_cold, 1)
-        cold16, _ = await cold_starts(rt, max(16, n_cold), 16)
+        load_before = os.getloadavg()[0]
+        cold1, down, cpu = await cold_starts(rt, n_cold, 1)
+        cold16, _, _ = await cold_starts(rt, max(16, n_cold), 16)
         warm = await warm_acquires(rt, n_warm)
         trips = await exec_trips(rt, n_exec)
         ok, by_avail, by_pss, took = await density(rt, live)
@@ -217,6 +224,7 @@ async def main(args: argparse.Namespace) -> None:
     rows = [
         row("local cold start, concurrency 1", cold1, "P99 <= 50 ms"),
         row("local cold start, concurrency 16", cold16, "-"),
+        row("CPU time one start uses in the sandbox", cpu, "-"),
         row("warm-pool acquire (persistent)", warm, "P99 <= 5 ms"),
         row("exec round trip (`true`)", trips, "P50 <= 3 ms"),
         row("teardown", down, "-"),
@@ -251,7 +259,9 @@ async def main(args: argparse.Namespace) -> None:
     )
     notes = (
         "P50/P99 columns hold the figure for the rows without percentiles. "
-        "Run with `--live 1000` for the density target; the default is smaller."
+        "Run with `--live 1000` for the density target; the default is smaller. "
+        f"Load average (1 min) at the start: {load_before:.1f}, at the end: "
+        f"{os.getloadavg()[0]:.1f}, on {os.cpu_count()} cores shared with other work."
     )
     cols = ["figure", "P50", "P99", "target", "n"]
     report("sandbox", "Local sandboxes (bubblewrap) vs podman run", cols, rows, notes)
