@@ -30,6 +30,7 @@ from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.faults import FaultyRuntime, SandboxTaskExecutor
 from tests.reliability.ledger import check_ledger, integrity_check, read_ledger
+from tests.scheduler.helpers import until
 
 MAX_ATTEMPTS = 3
 
@@ -86,8 +87,7 @@ async def run_faulty(
             await sched.submit(run, tasks)
             hangs = [t for t, e in endings.items() if e == "hang"]
             # cancel the hanging tasks once each holds its sandbox (or has failed)
-            while not all(holding_or_done(sched.state.get(t)) for t in hangs):
-                await asyncio.sleep(0.01)
+            await until(lambda: all(holding_or_done(sched.state.get(t)) for t in hangs), 60)
             for t in hangs:
                 await sched.cancel(run.id, t)
             counts = await asyncio.wait_for(sched.wait(run.id), 120)
