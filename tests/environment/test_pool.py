@@ -9,7 +9,7 @@ import pytest
 
 from megaflow.core.errors import InvalidInput
 from megaflow.environment.abstract import EnvironmentSpec
-from megaflow.environment.config import PoolConfig
+from megaflow.environment.config import EnvironmentConfig, PoolConfig
 from megaflow.environment.dummy import DummyRuntime
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.pool import SandboxPool
@@ -91,6 +91,16 @@ async def test_task_deadline_beyond_ttl_is_refused() -> None:
     async with SandboxPool(rt) as pool:
         with pytest.raises(InvalidInput, match="ttl_s"):
             await pool.acquire(EnvironmentSpec(ttl_s=10), task_deadline=time.time() + 60)
+
+
+async def test_pool_and_spec_from_environment_config() -> None:
+    cfg = EnvironmentConfig(mode="persistent", memory_mb=256, network="loopback")
+    spec = cfg.spec(files={"a": "b"})
+    assert (spec.resources.memory_mb, spec.network, spec.files) == (256, "loopback", {"a": "b"})
+    async with SandboxPool.from_config(DummyRuntime(), cfg) as pool:
+        assert pool.mode == "persistent"
+        sb = await pool.acquire(spec, owner="t")
+        await pool.release(sb)
 
 
 async def test_min_above_max_is_refused() -> None:

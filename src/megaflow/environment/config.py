@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 
 
 class _Cfg(BaseModel):
@@ -90,3 +92,12 @@ class EnvironmentConfig(_Cfg):
     cpus: float = Field(1.0, gt=0, le=1024)
     memory_mb: int = Field(1024, gt=0)
     pids: int = Field(256, ge=8, le=1_000_000)
+
+    def spec(self, **fields: Any) -> EnvironmentSpec:
+        """An EnvironmentSpec with this config's image, network and limits;
+        ``fields`` (files, repo, setup, env, ttl_s...) add the task's part."""
+        resources = SandboxResources(cpus=self.cpus, memory_mb=self.memory_mb, pids=self.pids)
+        base: dict[str, Any] = {
+            "image": self.image, "network": self.network, "resources": resources,
+        }  # fmt: skip
+        return EnvironmentSpec(**{**base, **fields})

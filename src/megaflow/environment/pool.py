@@ -26,7 +26,7 @@ from typing import Literal
 
 from megaflow.core.errors import InvalidInput, MegaFlowError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, Sandbox
-from megaflow.environment.config import PoolConfig
+from megaflow.environment.config import EnvironmentConfig, PoolConfig
 from megaflow.monitoring.environment import EnvironmentMetrics
 
 Mode = Literal["ephemeral", "persistent"]
@@ -82,6 +82,13 @@ class SandboxPool:
         self._limit = _RateLimit(self.cfg.refill_per_s)
         self._closed = False
         self.refill_errors = 0
+
+    @classmethod
+    def from_config(
+        cls, runtime: Runtime, cfg: EnvironmentConfig, metrics: EnvironmentMetrics | None = None
+    ) -> SandboxPool:
+        """The pool an environment config asks for (its mode and pool sizes)."""
+        return cls(runtime, cfg.mode, cfg.pool, metrics)
 
     def _pool(self, spec: EnvironmentSpec) -> _SpecPool:
         key = spec.key()
