@@ -144,3 +144,26 @@ async def test_stdout_flood_is_truncated(sandbox: LocalSandbox) -> None:
     assert result.exit_code == 0
     assert result.truncated
     assert len(result.stdout) == 1024 * 1024
+
+
+async def test_cannot_see_other_sandboxes(local: LocalRuntime) -> None:
+    async with (
+        await local.create(EnvironmentSpec()) as a,
+        await local.create(EnvironmentSpec()) as b,
+    ):
+        await b.write_file("secret.txt", b"b's secret")
+        assert (local.sandbox_root / b.id / "rw" / "ws" / "secret.txt").exists()
+        result = await a.exec(
+            f"ls -A {local.root}; cat {local.sandbox_root}/{b.id}/rw/ws/secret.txt"
+        )
+        assert "secret" not in result.stdout
+        assert result.exit_code != 0
+
+
+async def test_loopback_network_is_private(local: LocalRuntime) -> None:
+    serve = (
+        "import socket\ns=socket.socket();s.bind(('127.0.0.1',8765));s.listen()\n"
+        "c=socket.create_connection(('127.0.0.1',8765));print('own loopback ok')"
+    )
+    async with await local.create(EnvironmentSpec(network="loopback")) as sb:
+        assert (await sb.exec(["python3", "-c", serve])).stdout == "own loopback ok\n"
