@@ -64,14 +64,28 @@ def test_check_bearer() -> None:
 @pytest.mark.parametrize(
     ("path", "expected"),
     [("a.txt", "/workspace/a.txt"), ("/workspace", "/workspace"), ("x/../y", "/workspace/y"),
-     ("/workspace/sub/./f", "/workspace/sub/f"), (".", "/workspace")],
+     ("/workspace/sub/./f", "/workspace/sub/f"), (".", "/workspace"),
+     ("/tmp/gold.patch", "/tmp/gold.patch"), ("../tmp/x", "/tmp/x")],
 )  # fmt: skip
 def test_confine_accepts_paths_inside(path: str, expected: str) -> None:
     assert confine(path, "/workspace") == expected
 
 
 @pytest.mark.parametrize(
-    "path", ["/etc/passwd", "..", "../workspace2", "/workspace2/x", "a/../../b", "", "a\x00b"]
+    "path",
+    [
+        "/etc/passwd",
+        "..",
+        "../workspace2",
+        "/workspace2/x",
+        "a/../../b",
+        "",
+        "a\x00b",
+        "/tmpx",
+        "/tmp/../etc/shadow",
+        "/proc/1/environ",
+        "/",
+    ],
 )
 def test_confine_refuses_paths_outside(path: str) -> None:
     with pytest.raises(ValueError):

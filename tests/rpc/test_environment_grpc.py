@@ -66,7 +66,8 @@ async def test_missing_token_is_unauthenticated_for_every_kind_of_call(
 
 
 @pytest.mark.parametrize(
-    "path", ["/etc/passwd", "../etc/passwd", "a/../../etc", "/workspace/../etc", ""]
+    "path",
+    ["/etc/passwd", "../etc/passwd", "a/../../etc", "/workspace/../etc", "/proc/1/environ", ""],
 )
 async def test_paths_outside_the_workdir_are_invalid(
     env_server: RpcServer, token: str, path: str
@@ -198,3 +199,13 @@ async def test_health_needs_the_token_and_names_the_services(
             await check_health(cfg, "agent", token, timeout=0.5)
         with pytest.raises(AuthError):
             await check_health(cfg, "environment", generate_token(), timeout=5)
+
+
+async def test_the_private_tmp_is_allowed(env_server: RpcServer, token: str) -> None:
+    async with (
+        GrpcRuntime(env_server.target, token) as rt,
+        await rt.create(EnvironmentSpec()) as sb,
+    ):
+        await sb.write_file("/tmp/gold.patch", b"diff")
+        assert (await sb.exec("cat /tmp/gold.patch")).stdout == "diff"
+        assert await sb.read_file("/tmp/gold.patch") == b"diff"

@@ -52,7 +52,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
             "storage": {"metadata": {"type": "sqlite", "path": str(tmp_path / "meta.db")}},
         },
         "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
-        "agent": {"port": free_port()},
+        "agent": {"port": free_port(), "executor": "noop"},
         "model": {"port": free_port(), "http_port": http_port},
     }
     path = tmp_path / "cluster.yaml"

@@ -74,7 +74,9 @@ def serve(
             tls = "TLS" if cfg.tls else "plaintext"
             console.print(f"{name} service listening on {target} ({tls})", highlight=False)
 
-        await serve_services(chosen, cfg, token, stop, ready)
+        from megaflow.cli.cluster_app import ClusterAgentExecutor
+
+        await serve_services(chosen, cfg, token, stop, ready, ClusterAgentExecutor.from_cluster)
 
     _run(go())
 
@@ -144,30 +146,27 @@ def submit(
     cluster_config: Path | None = typer.Option(None, "--cluster-config", help="For its token."),
 ) -> None:
     """Submit the run described by CONFIG to a running cluster."""
-    from megaflow.app.job import new_run_id
-    from megaflow.app.tasks import task_specs
+    from megaflow.cli.cluster_app import runs_of
     from megaflow.config.loader import load_config
-    from megaflow.core.tasks import RunSpec
     from megaflow.rpc.scheduler_client import GrpcControlPlane
 
     try:
-        cfg = load_config(config)
-        run_id = new_run_id(cfg.name)
-        tasks = task_specs(cfg, run_id, config.parent)
+        runs = runs_of(load_config(config), config.parent)
     except MegaFlowError as exc:
         fail(str(exc))
-    run = RunSpec(id=run_id, name=cfg.name, config=cfg.model_dump(mode="json"))
     target, tls = _target(cluster, ca_file)
 
-    async def go() -> RunStatus | None:
+    async def go() -> list[RunStatus]:
         async with GrpcControlPlane(target, _token(token_file, cluster_config), tls) as cp:
-            await cp.submit_run(run, tasks)
-            return await cp.wait(run.id) if wait else None
+            for run, tasks in runs:
+                await cp.submit_run(run, tasks)
+            return [await cp.wait(run.id) for run, _ in runs] if wait else []
 
     final = _run(go())
-    console.print(f"submitted run {run.id}: {len(tasks)} tasks", highlight=False)
-    if final is not None:
-        _print_runs([final])
+    for run, tasks in runs:
+        console.print(f"submitted run {run.id}: {len(tasks)} tasks", highlight=False)
+    if final:
+        _print_runs(final)
 
 
 def _print_runs(rows: list[RunStatus]) -> None:

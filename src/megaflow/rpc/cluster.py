@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import grpc
 
-from megaflow.core.errors import TransportError
+from megaflow.core.errors import ConfigError, TransportError
 from megaflow.environment.factory import make_runtime
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import BearerAuthMiddleware
@@ -34,6 +34,8 @@ from megaflow.storage.factory import Stores
 
 SERVABLE: tuple[Service, ...] = ("environment", "model", "agent", "scheduler")
 OnReady = Callable[[str, str], None]
+MakeExecutor = Callable[[ClusterConfig, str], TaskExecutor]
+"""Builds the agent service's executor from the cluster config and token (the app's)."""
 
 
 def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
@@ -87,9 +89,14 @@ async def _serve_scheduler(
 
 
 async def _serve_agent(
-    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, make: MakeExecutor | None
 ) -> RpcServer:
-    executor = _local_executor(cfg.agent.executor)
+    if cfg.agent.executor == "app":
+        if make is None:
+            raise ConfigError("agent.executor 'app' needs the app layer; serve it from the CLI")
+        executor = make(cfg, token)
+    else:
+        executor = _local_executor(cfg.agent.executor)
     await executor.start()
     stack.push_async_callback(executor.stop)
     server = _server(cfg, "agent", token)
@@ -141,17 +148,20 @@ async def serve(
     token: str,
     stop: asyncio.Event,
     on_ready: OnReady | None = None,
+    agent_executor: MakeExecutor | None = None,
 ) -> None:
     """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap."""
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
-            start = {
-                "environment": _serve_environment,
-                "scheduler": _serve_scheduler,
-                "agent": _serve_agent,
-                "model": _serve_model,
-            }[service]
-            server = await start(stack, cfg, token)
+            if service == "agent":
+                server = await _serve_agent(stack, cfg, token, agent_executor)
+            else:
+                start = {
+                    "environment": _serve_environment,
+                    "scheduler": _serve_scheduler,
+                    "model": _serve_model,
+                }[service]
+                server = await start(stack, cfg, token)
             if on_ready is not None:
                 on_ready(service, server.target)
         await stop.wait()

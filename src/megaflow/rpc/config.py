@@ -109,10 +109,11 @@ class SchedulerEndpoint(_Endpoint):
 
 class AgentEndpoint(_Endpoint):
     port: int = 20053
-    executor: Literal["noop", "sleep"] = Field(
-        "noop",
-        description="The executor the Agent service serves. The agent executor of the app "
-        "(sandbox, agent loop, grading) is not wired into `megaflow serve` yet.",
+    executor: Literal["app", "noop", "sleep"] = Field(
+        "app",
+        description="What the Agent service runs: 'app' is the real task path (sandboxes "
+        "from the environment service, the run's agent and model, grading, artifacts in the "
+        "scheduler's stores); 'noop' and 'sleep' are for control-plane tests and benchmarks.",
     )
 
 

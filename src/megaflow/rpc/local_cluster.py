@@ -66,14 +66,13 @@ def members(state_dir: Path) -> list[Member]:
 
 
 def up(cfg: ClusterConfig, config_path: Path, token: str, timeout: float = 60.0) -> list[Member]:
-    """Start every servable service of ``cfg`` and wait until each is healthy."""
+    """Start every service of ``cfg``, in dependency order, each healthy before the next."""
     state = Path(cfg.state_dir)
     state.mkdir(parents=True, exist_ok=True)
     config_path = config_path.absolute()
     if any(_is_ours(m.pid, str(config_path)) for m in members(state)):
         raise TransportError(f"a cluster from {config_path} is already up; run `megaflow down`")
     started: list[Member] = []
-    procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for service in SERVABLE:
             log = state / f"{service}.log"
@@ -85,12 +84,11 @@ def up(cfg: ClusterConfig, config_path: Path, token: str, timeout: float = 60.0)
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            procs[service] = proc
-            target = cfg.endpoint(service).target
-            started.append(Member(service, proc.pid, target, str(log)))
-        _write(state, config_path, started)
-        for m in started:
-            asyncio.run(_healthy(cfg, m, procs[m.service], token, timeout))
+            member = Member(service, proc.pid, cfg.endpoint(service).target, str(log))
+            started.append(member)
+            _write(state, config_path, started)
+            # One at a time: a service is healthy before the next (which may call it) starts.
+            asyncio.run(_healthy(cfg, member, proc, token, timeout))
     except BaseException:
         _stop(started, str(config_path))
         (state / STATE_FILE).unlink(missing_ok=True)
@@ -119,14 +117,15 @@ def _write(state: Path, config_path: Path, started: list[Member]) -> None:
 
 
 def _stop(started: list[Member], config_path: str, grace: float = 10.0) -> list[Member]:
-    ours = [m for m in started if _is_ours(m.pid, config_path)]
+    """Stop members newest first, each before the next, so that no service outlives
+    what it calls (the scheduler before the agent before the environment)."""
+    ours = [m for m in reversed(started) if _is_ours(m.pid, config_path)]
     for m in ours:
         with contextlib.suppress(ProcessLookupError):
             os.kill(m.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(m.pid) for m in ours):
-        time.sleep(0.05)
-    for m in ours:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _alive(m.pid):
+            time.sleep(0.05)
         if _alive(m.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(m.pid, signal.SIGKILL)
