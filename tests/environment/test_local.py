@@ -161,3 +161,15 @@ async def test_reaper_cleans_up_after_a_crashed_process(tmp_path: Path) -> None:
         assert our_cgroups() == []
     finally:
         await rt.stop()
+
+
+async def test_grading_tools_run_in_a_host_sandbox(local: LocalRuntime) -> None:
+    spec = EnvironmentSpec(
+        files={"test_it.py": "def test_ok():\n    assert 1 + 1 == 2\n"},
+        setup=["git init -q && git add -A && git -c user.name=a -c user.email=a@b commit -qm init"],
+    )
+    async with await local.create(spec) as sb:
+        graded = await sb.exec("python3 -m pytest -q -p no:cacheprovider test_it.py")
+        assert graded.ok, graded.stdout + graded.stderr
+        assert "1 passed" in graded.stdout
+        assert (await sb.exec("git log --oneline | wc -l")).stdout.strip() == "1"
