@@ -11,7 +11,8 @@ executor outcome            task state
 returns a ``TaskResult``    SUCCEEDED
 ``InfraError``, lost        RETRYING -> QUEUED after backoff, or FAILED
 instance                    once ``max_attempts`` infra failures are spent
-``AgentError``              FAILED (final)
+``AgentError``,             FAILED (final)
+``ModelError``
 ``TimeoutError`` / start    TIMED_OUT (final)
 or task deadline passed
 cancelled by a user         CANCELLED (the executor gets CancelledError)
@@ -29,7 +30,7 @@ from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
-from megaflow.core.errors import AgentError, Cancelled, InfraError
+from megaflow.core.errors import AgentError, Cancelled, InfraError, ModelError
 from megaflow.core.events import TaskFailed, TaskFinished, TaskPreempted
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.core.tasks import Attempt, ErrorKind, TaskResult, TaskSpec
@@ -181,7 +182,7 @@ class AttemptRunner:
             outcome, message = reason
         except InfraError as exc:
             outcome, message = "infra", str(exc)
-        except AgentError as exc:
+        except (AgentError, ModelError) as exc:  # a model's error answer is final too
             outcome, message = "agent", str(exc)
         except TimeoutError as exc:
             outcome, message = "timeout", str(exc) or f"task deadline of {deadline}s passed"
