@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from megaflow.core.errors import MegaFlowError
 from megaflow.model.client import HttpModelClient, InProcessModelClient
 from megaflow.model.config import OpenAIModelConfig
 from megaflow.model.routing import Router
@@ -119,14 +120,19 @@ async def drive(
 ) -> dict[str, float]:
     latencies: list[float] = []
     next_id = 0
+    errors = 0
 
     async def worker() -> None:
-        nonlocal next_id
+        nonlocal next_id, errors
         while next_id < calls:
             i = next_id
             next_id += 1
             t0 = time.perf_counter()
-            await call(i)
+            try:
+                await call(i)
+            except MegaFlowError:
+                errors += 1
+                continue
             latencies.append(time.perf_counter() - t0)
 
     for i in range(min(50, calls)):  # warm up connections and code paths
@@ -134,9 +140,10 @@ async def drive(
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(conc)))
     wall = time.perf_counter() - t0
-    latencies.sort()
+    latencies.sort() if latencies else latencies.append(float("nan"))
     return {
-        "rate": calls / wall,
+        "rate": len(latencies) / wall,
+        "errors": errors,
         "p50": latencies[len(latencies) // 2],
         "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
     }
@@ -182,8 +189,8 @@ async def measure(calls: int, conc: int) -> list[tuple[str, dict[str, float]]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a short run (1,000 calls each)")
-    ap.add_argument("--calls", type=int, default=None, help="calls per mode (default 5,000)")
+    ap.add_argument("--quick", action="store_true", help="a short run (500 calls each)")
+    ap.add_argument("--calls", type=int, default=None, help="calls per mode (default 2,000)")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--serve", choices=["bare", "gateway", "relay"], help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -192,10 +199,16 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.port, args.upstream)
         return
-    calls = args.calls or (1000 if args.quick else 5000)
+    calls = args.calls or (500 if args.quick else 2000)
     results = asyncio.run(measure(calls, args.concurrency))
     rows = [
-        [name, f"{r['rate']:.0f}", f"{r['p50'] * 1000:.1f} ms", f"{r['p99'] * 1000:.1f} ms"]
+        [
+            name,
+            f"{r['rate']:.0f}",
+            f"{r['p50'] * 1000:.2f} ms",
+            f"{r['p99'] * 1000:.2f} ms",
+            f"{r['errors']:.0f}",
+        ]
         for name, r in results
     ]
     rates = {name: r["rate"] for name, r in results}
@@ -203,12 +216,13 @@ def main() -> None:
     notes = (
         f"{calls} calls per mode, {args.concurrency} in flight, 10-message requests. "
         f"Gateway throughput / bare FastAPI peer: {ratio:.2f}. "
-        f"Servers run in their own processes; the client runs in this one."
+        f"Servers run in their own processes; the client runs in this one. "
+        f"Host load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."
     )
     report(
         "gateway",
         "Model gateway: calls per second and latency",
-        ["mode", "calls/s", "P50", "P99"],
+        ["mode", "calls/s", "P50", "P99", "errors"],
         rows,
         notes,
     )

@@ -99,7 +99,11 @@ class HttpModelClient(ModelClient):
             self._http = httpx.AsyncClient(
                 base_url=self.url,
                 timeout=httpx.Timeout(self.timeout_s, connect=10.0),
-                limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+                # Idle connections are dropped before a server would close them
+                # (uvicorn: 5 s), so a request never races a closing socket.
+                limits=httpx.Limits(
+                    max_connections=1024, max_keepalive_connections=256, keepalive_expiry=2.0
+                ),
             )
 
     async def stop(self) -> None:

@@ -220,7 +220,11 @@ class GatewayServer:
         self._sock.bind((self.host, self.port))
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(self.service), log_level="warning", lifespan="off", access_log=False
+            create_app(self.service),
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            timeout_keep_alive=30,  # agents pause between calls while tools run
         )
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]))

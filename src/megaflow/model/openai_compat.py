@@ -62,6 +62,7 @@ class OpenAIBackend(Backend):
                 limits=httpx.Limits(
                     max_connections=self.max_connections,
                     max_keepalive_connections=self.max_connections,
+                    keepalive_expiry=2.0,  # below common servers' idle timeout (5 s)
                 ),
             )
 
