@@ -5,6 +5,7 @@ It speaks just enough of ``POST /v1/chat/completions`` for the builtin agent.
 
 - ``"ok"``: the next step of a good episode (a ``bash`` call, then ``submit``);
 - ``"sleep"``: a ``bash`` call running ``sleep 60`` (to hold a sandbox busy);
+- ``"big"``: a ``bash`` call running ``big_command`` (a large output);
 - ``"500"``, ``"502"``: that HTTP status with an error body;
 - ``"garbage"``: status 200 with bytes that are not JSON;
 - ``"wrong-shape"``: status 200, JSON, but no ``choices``;
@@ -48,8 +49,9 @@ def good_step(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class FlakyOpenAI:
-    def __init__(self, behave: Behave) -> None:
+    def __init__(self, behave: Behave, big_command: str = "") -> None:
         self.behave = behave
+        self.big_command = big_command
         self.requests: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -91,6 +93,8 @@ class FlakyOpenAI:
             data = json.dumps(good_step(body)).encode()
         elif mode == "sleep":
             data = json.dumps(_tool("bash", {"command": "sleep 60"})).encode()
+        elif mode == "big":
+            data = json.dumps(_tool("bash", {"command": self.big_command})).encode()
         elif mode in ("500", "502"):
             status = int(mode)
             data = json.dumps({"error": {"message": "upstream exploded"}}).encode()
@@ -119,8 +123,8 @@ class FlakyOpenAI:
 
 
 @contextmanager
-def flaky_openai(behave: Behave) -> Iterator[FlakyOpenAI]:
-    server = FlakyOpenAI(behave)
+def flaky_openai(behave: Behave, big_command: str = "") -> Iterator[FlakyOpenAI]:
+    server = FlakyOpenAI(behave, big_command)
     server.start()
     try:
         yield server
