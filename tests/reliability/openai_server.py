@@ -5,6 +5,7 @@ It speaks just enough of ``POST /v1/chat/completions`` for the builtin agent.
 
 - ``"ok"``: the next step of a good episode (a ``bash`` call, then ``submit``);
 - ``"sleep"``: a ``bash`` call running ``sleep 60`` (to hold a sandbox busy);
+- ``"nap"``: a ``bash`` call running ``sleep 1`` (a task that takes a while);
 - ``"big"``: a ``bash`` call running ``big_command`` (a large output);
 - ``"500"``, ``"502"``: that HTTP status with an error body;
 - ``"garbage"``: status 200 with bytes that are not JSON;
@@ -42,10 +43,14 @@ def _tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return _completion({"role": "assistant", "content": "", "tool_calls": [call]})
 
 
+def step_of(body: dict[str, Any]) -> int:
+    """How many answers the conversation already holds."""
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+
+
 def good_step(body: dict[str, Any]) -> dict[str, Any]:
     """A two-step episode: look around, then submit."""
-    done = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-    return _tool("bash", {"command": "echo hello"}) if done == 0 else _tool("submit", {})
+    return _tool("bash", {"command": "echo hello"}) if step_of(body) == 0 else _tool("submit", {})
 
 
 class FlakyOpenAI:
@@ -93,6 +98,8 @@ class FlakyOpenAI:
             data = json.dumps(good_step(body)).encode()
         elif mode == "sleep":
             data = json.dumps(_tool("bash", {"command": "sleep 60"})).encode()
+        elif mode == "nap":
+            data = json.dumps(_tool("bash", {"command": "sleep 1"})).encode()
         elif mode == "big":
             data = json.dumps(_tool("bash", {"command": self.big_command})).encode()
         elif mode in ("500", "502"):
