@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from megaflow.cli.main import app
 from megaflow.rpc.config import RESERVED_PORTS
 from megaflow.rpc.local_cluster import members
+from tests.rpc.test_environment_grpc import _self_signed
 
 CLI = [sys.executable, "-c", "from megaflow.cli.main import main; main()"]
 
@@ -54,6 +56,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
         "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
         "agent": {"port": free_port(), "executor": "noop"},
         "model": {"port": free_port(), "http_port": http_port},
+        "tls": _self_signed(tmp_path).model_dump(),
     }
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -80,28 +83,33 @@ def test_up_submit_status_down(cluster: tuple[Path, int, int], tmp_path: Path) -
     run.write_text(
         "name: hello\nsamples: 2\ntasks:\n  type: inline\n  tasks:\n    - id: a\n    - id: b\n"
     )
-    sub = megaflow("submit", str(run), "--cluster", f"127.0.0.1:{port}",
+    ca = str(tmp_path / "server.pem")
+    url = f"grpcs://127.0.0.1:{port}"
+    plain = megaflow("submit", str(run), "--cluster", f"127.0.0.1:{port}",
+                     "--token-file", str(token_file), cwd=tmp_path)  # fmt: skip
+    assert plain.returncode != 0, "a plaintext client reached a TLS cluster"
+    sub = megaflow("submit", str(run), "--cluster", url, "--ca-file", ca,
                    "--token-file", str(token_file), "--wait", cwd=tmp_path)  # fmt: skip
     assert sub.returncode == 0, sub.stdout + sub.stderr
     assert "4 tasks" in sub.stdout
     assert "succeeded" in sub.stdout
 
     token = token_file.read_text().strip()
-    models = f"http://127.0.0.1:{http_port}/v1/models"
-    assert httpx.get(models).status_code == 401
-    assert (
-        httpx.get(models, headers={"Authorization": "Bearer nope-nope-nope-nope"}).status_code
-        == 401
-    )
-    ok = httpx.get(models, headers={"Authorization": f"Bearer {token}"})
+    models = f"https://127.0.0.1:{http_port}/v1/models"
+    verify = ssl.create_default_context(cafile=ca)
+    assert httpx.get(models, verify=verify).status_code == 401
+    wrong = {"Authorization": "Bearer nope-nope-nope-nope"}
+    assert httpx.get(models, headers=wrong, verify=verify).status_code == 401
+    ok = httpx.get(models, headers={"Authorization": f"Bearer {token}"}, verify=verify)
     assert ok.status_code == 200
     assert ok.json()["data"]
-    status = megaflow("status", "--cluster", f"127.0.0.1:{port}", cwd=tmp_path,
-                      env={"MEGAFLOW_TOKEN": token})  # fmt: skip
+    roots = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": ca}
+    status = megaflow("status", "--cluster", url, cwd=tmp_path,
+                      env={"MEGAFLOW_TOKEN": token, **roots})  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert "hello" in status.stdout
-    denied = megaflow("status", "--cluster", f"127.0.0.1:{port}", cwd=tmp_path,
-                      env={"MEGAFLOW_TOKEN": "x" * 40})  # fmt: skip
+    denied = megaflow("status", "--cluster", url, cwd=tmp_path,
+                      env={"MEGAFLOW_TOKEN": "x" * 40, **roots})  # fmt: skip
     assert denied.returncode != 0
     assert "bearer token" in denied.stderr
 

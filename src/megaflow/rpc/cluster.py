@@ -118,9 +118,11 @@ async def _serve_model(
     await service.start()
     stack.push_async_callback(service.stop)
     app = BearerAuthMiddleware(create_app(service), token)
+    tls = cfg.tls
     ucfg = uvicorn.Config(
         app, host=cfg.model.host, port=cfg.model.http_port, log_level="warning",
         lifespan="off", access_log=False,
+        ssl_certfile=tls.cert_file if tls else None, ssl_keyfile=tls.key_file if tls else None,
     )  # fmt: skip
     http = uvicorn.Server(ucfg)
     task = asyncio.create_task(http.serve())

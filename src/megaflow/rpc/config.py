@@ -129,9 +129,8 @@ class ModelEndpoint(_Endpoint):
     def _http_port(cls, v: int) -> int:
         return check_port(v)
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.http_port}/v1"
+    def base_url(self, tls: bool = False) -> str:
+        return f"{'https' if tls else 'http'}://{self.host}:{self.http_port}/v1"
 
 
 class ClusterConfig(_Cfg):
