@@ -148,6 +148,31 @@ class LaunchPlan:
     hide: list[Path]
     payload: ServerPayload
     hostname: str = "sandbox"
+    root_binds: list[str] | None = None  # root_binds(plan), when the caller cached it
+
+
+def root_binds(plan: LaunchPlan) -> list[str]:
+    """Bind the image's top-level entries read-only and cover the hidden paths.
+    Depends only on the image root and ``hide``, so callers may cache it."""
+    args: list[str] = []
+    for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
+        if entry.name in _SKIP_TOP:
+            continue
+        target = "/" + entry.name
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), target]
+        elif entry.is_dir() or entry.is_file():
+            args += ["--ro-bind", entry.path, target]
+    if plan.image_root == Path("/"):
+        for path in plan.hide:
+            top = path.parts[1] if len(path.parts) > 1 else ""
+            if top in _SKIP_TOP or not (plan.image_root / top).exists():
+                continue  # not visible in the sandbox anyway
+            if path.is_dir():
+                args += ["--tmpfs", str(path)]
+            elif path.exists():
+                args += ["--ro-bind", "/dev/null", str(path)]
+    return args
 
 
 def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -> list[str]:
@@ -167,23 +192,7 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -
     args += ["--clearenv"]
     for key, value in server.env.items():
         args += ["--setenv", key, value]
-    for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
-        if entry.name in _SKIP_TOP:
-            continue
-        target = "/" + entry.name
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(entry.path), target]
-        elif entry.is_dir() or entry.is_file():
-            args += ["--ro-bind", entry.path, target]
-    if host_root:
-        for path in plan.hide:
-            top = path.parts[1] if len(path.parts) > 1 else ""
-            if top in _SKIP_TOP or not (plan.image_root / top).exists():
-                continue  # not visible in the sandbox anyway
-            if path.is_dir():
-                args += ["--tmpfs", str(path)]
-            elif path.exists():
-                args += ["--ro-bind", "/dev/null", str(path)]
+    args += plan.root_binds if plan.root_binds is not None else root_binds(plan)
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/run"]
     args += server.extra_binds
     args += ["--bind", str(plan.rw_dir / "tmp"), "/tmp"]

@@ -66,6 +66,7 @@ class LocalRuntime(Runtime):
         self._started = False
         self._reap_task: asyncio.Task[None] | None = None
         self.reaped_at_start = 0
+        self._binds: dict[Path, list[str]] = {}
 
     @property
     def sandbox_root(self) -> Path:
@@ -186,6 +187,9 @@ class LocalRuntime(Runtime):
             image_root=image_root, rw_dir=rw, workdir=spec.workdir, network=spec.network,
             hide=self.hide, payload=self._server,
         )  # fmt: skip
+        if image_root not in self._binds:  # the image's top level rarely changes
+            self._binds[image_root] = launcher.root_binds(plan)
+        plan.root_binds = self._binds[image_root]
         argv = launcher.bwrap_argv(self._bwrap, plan)
         with (directory / "bwrap.log").open("wb") as log:
             sb.proc = await asyncio.create_subprocess_exec(
