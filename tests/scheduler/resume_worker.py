@@ -35,7 +35,7 @@ class LoggingSleep(TaskExecutor):
     async def run(self, ctx: TaskContext) -> TaskResult:
         ctx.stage(TaskState.STARTING)
         ctx.stage(TaskState.RUNNING)
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.25)
         ctx.stage(TaskState.GRADING)
         with self.log.open("a") as f:
             f.write(ctx.spec.id + "\n")

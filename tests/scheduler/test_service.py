@@ -11,7 +11,7 @@ import pytest
 
 from megaflow.core.events import InstanceHeartbeat, InstanceJoined, InstanceLost
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import ErrorKind, Timeouts
+from megaflow.core.tasks import ErrorKind, TaskResult, Timeouts
 from megaflow.scheduler.abstract import InstanceSpec, TaskExecutor
 from megaflow.scheduler.config import PriorityPolicyConfig, RetryConfig, SchedulerConfig
 from megaflow.scheduler.executors import FaultExecutor, FaultPlan, NoopExecutor, SleepExecutor
@@ -168,14 +168,36 @@ async def test_cancel_a_task_and_a_run_tears_down_running_work(stores: Stores) -
     assert len(ex.calls) == 3  # the queued ones never started
 
 
+class FirstSlow(TaskExecutor):
+    """Each task's first attempt holds its slot for a long time; later ones finish at once."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.instances: dict[str, list[str]] = {}
+        self.torn_down: list[str] = []
+
+    async def run(self, ctx):  # type: ignore[no-untyped-def]
+        tid = ctx.spec.id
+        n = self.calls[tid] = self.calls.get(tid, 0) + 1
+        self.instances.setdefault(tid, []).append(ctx.instance)
+        ctx.stage(TaskState.RUNNING)
+        try:
+            if n == 1:
+                await asyncio.sleep(60)
+        finally:
+            self.torn_down.append(tid)
+        return TaskResult(task_id=tid, success=True)
+
+
 async def test_preemption_requeues_without_counting_a_failure(stores: Stores) -> None:
-    ex = FaultExecutor(plans={"low": FaultPlan(sleep_s=0.3), "high": FaultPlan(sleep_s=0.01)})
+    ex = FirstSlow()
     inst = InstanceSpec("one", cpu=1, memory_mb=4096, slots=1)
     policy = PriorityPolicyConfig(aging_per_s=0)
     async with sched(stores, ex, max_concurrency=1, preemption=True, policy=policy,
                      instances=[inst]) as s:  # fmt: skip
         await s.submit(run(), [task("low", priority=1, max_attempts=1)])
         await until(lambda: "low" in ex.calls)
+        ex.calls["high"] = 1  # the high task's first attempt is quick too
         await s.submit(run(), [task("high", priority=10)])
         assert await s.wait("r1") == {TaskState.SUCCEEDED: 2}
     low = await stores.metadata.get_task("low")
@@ -184,29 +206,39 @@ async def test_preemption_requeues_without_counting_a_failure(stores: Stores) ->
 
 
 async def test_lost_instance_requeues_its_tasks(stores: Stores) -> None:
-    ex = SleepExecutor(0.2)
-    async with sched(stores, ex, max_concurrency=10, heartbeat_timeout_s=0.3, instances=[]) as s:
+    ex = FirstSlow()
+    async with sched(stores, ex, max_concurrency=10, heartbeat_timeout_s=2.0, instances=[]) as s:
         bus = stores.events
-        for name in ("a", "b"):
-            cap = {"cpu": 2, "memory_mb": 4096, "slots": 2}
+        # a fits two tasks exactly (best fit fills it first); b has room to spare.
+        for name, n in (("a", 2), ("b", 4)):
+            cap = {"cpu": n, "memory_mb": 2048 * n, "slots": n}
             await bus.publish(InstanceJoined(instance=name, capacity=cap))
-        await s.submit(run(), [task(f"t{i}") for i in range(4)])
-        await until(lambda: len(ex.started) >= 4)
-        on_a = sorted(s.core.instance("a").running)  # type: ignore[union-attr]
-        assert len(on_a) == 2
-        await bus.publish(InstanceLost(instance="a", reason="test"))
-        # b keeps heartbeating; a is gone, so its tasks retry on b.
-        for _ in range(10):
-            await bus.publish(InstanceHeartbeat(instance="b"))
-            await asyncio.sleep(0.1)
-        counts = await s.wait("r1")
-        assert s.core.instance("a") is None
-        assert s.core.instance("b") is not None
-    assert counts == {TaskState.SUCCEEDED: 4}
+
+        async def heartbeat_b() -> None:
+            while True:
+                await bus.publish(InstanceHeartbeat(instance="b"))
+                await asyncio.sleep(0.1)
+
+        beat = asyncio.create_task(heartbeat_b())
+        try:
+            await s.submit(run(), [task(f"t{i}") for i in range(4)])
+            await until(lambda: len(ex.calls) >= 4)
+            on_a = sorted(s.core.instance("a").running)  # type: ignore[union-attr]
+            assert len(on_a) == 2
+            # b keeps heartbeating while a is lost: a's tasks retry on b.
+            await bus.publish(InstanceLost(instance="a", reason="test"))
+            await until(lambda: all(ex.calls.get(t) == 2 for t in on_a))
+            assert s.core.instance("a") is None
+            assert s.core.instance("b") is not None
+            assert s.counts("r1")[TaskState.SUCCEEDED] == 2
+            await s.cancel("r1")  # b's own first attempts would take a minute
+        finally:
+            beat.cancel()
     for tid in on_a:
         kinds = [a.error_kind for a in await stores.metadata.list_attempts(tid)]
         assert kinds == [ErrorKind.INFRA, None]
-        assert [a.instance for a in await stores.metadata.list_attempts(tid)] == ["a", "b"]
+        assert ex.instances[tid] == ["a", "b"]
+        assert (await stores.metadata.get_task(tid)).state is TaskState.SUCCEEDED
 
 
 async def test_silent_instance_is_declared_lost(stores: Stores) -> None:
