@@ -288,11 +288,21 @@ async def test_factory_and_metrics(podman_service: PodmanService) -> None:
             value("megaflow_sandbox_start_seconds_count", {"runtime": "container", "kind": "cold"})
             == 1
         )
-        # the command, and the workspace snapshot taken at start
-        assert value("megaflow_sandbox_exec_seconds_count", {"runtime": "container"}) == 2
+        # one command: with nothing to place in the workspace, the start takes the snapshot
+        assert value("megaflow_sandbox_exec_seconds_count", {"runtime": "container"}) == 1
         assert value("megaflow_sandbox_teardown_seconds_count", {"runtime": "container"}) == 1
         assert (
             value("megaflow_sandbox_failures_total", {"runtime": "container", "kind": "timeout"})
             == 1
         )
         assert value("megaflow_sandboxes", {"runtime": "container", "state": "ready"}) == 0
+
+
+async def test_reset_without_setup_uses_the_snapshot_taken_at_start(rt: ContainerRuntime) -> None:
+    async with await rt.create(EnvironmentSpec(workdir="/usr/sbin")) as sb:
+        listing = "for f in *; do echo $f $(readlink $f); done"
+        before = (await sb.exec(listing)).stdout
+        await sb.exec("rm -f ./*; echo x > junk")
+        await sb.reset()
+        assert (await sb.exec(listing)).stdout == before
+        assert "/bin/busybox" in before

@@ -75,6 +75,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _populates(spec: EnvironmentSpec) -> bool:
+    """Whether creating the sandbox changes its workspace after the start."""
+    return bool(spec.repo or spec.files or spec.setup)
+
+
 class ContainerRuntime(Runtime):
     """Sandboxes as containers of a Docker-compatible engine (Docker or Podman)."""
 
@@ -252,7 +257,8 @@ class ContainerRuntime(Runtime):
         mem = f"{res.memory_mb}m"
         args: dict[str, Any] = {
             "image": ref,
-            "command": ["/bin/sh", "-c", KEEPER_SCRIPT, spec.workdir],
+            "command": ["/bin/sh", "-c", KEEPER_SCRIPT, spec.workdir]
+            + ([] if _populates(spec) else ["snapshot"]),
             "name": info.id,
             "hostname": "sandbox",
             "labels": labels,
@@ -300,7 +306,8 @@ class ContainerRuntime(Runtime):
                 why = "timed out" if r.timed_out else f"exited {r.exit_code}"
                 tail = (r.stderr or r.stdout)[-2000:]
                 raise SandboxStartError(f"setup command {command!r} {why}: {tail}")
-        await sandbox.snapshot()
+        if _populates(spec):
+            await sandbox.snapshot()
 
     async def list(self) -> list[SandboxInfo]:
         """Every sandbox of this namespace in the engine, from any process."""

@@ -37,8 +37,12 @@ EXEC_TAG = "MEGAFLOW_EXEC_ID"
 # The container's main process: records its pid, then blocks opening a FIFO
 # that nobody writes. It has no child, so ``ps`` in a sandbox shows only what
 # the commands started, and killing "everything else" never touches it.
+# $0: the workdir; $1 = "snapshot" when the spec puts nothing in the workspace,
+# so the first start takes the reset snapshot itself and saves an exec. The
+# pid is written last: scripts that wait for it also wait for the snapshot.
 KEEPER_SCRIPT = (
-    f'mkdir -p {STATE_DIR} "$0" && rm -f {IDLE_FIFO} && mkfifo {IDLE_FIFO} '
+    f'mkdir -p {STATE_DIR} "$0" && {{ [ -z "$1" ] || [ -e {SNAPSHOT} ] || '
+    f'tar -cf {SNAPSHOT} -C "$0" . ; }} && rm -f {IDLE_FIFO} && mkfifo {IDLE_FIFO} '
     f"&& echo $$ > {KEEPER_PID} && while :; do read -r _ < {IDLE_FIFO}; done"
 )
 
@@ -75,7 +79,9 @@ exit 0
 RESET_SCRIPT = (
     KILL_SCRIPT.replace('tag="$0"', 'tag=""').replace("exit 0", "")
     + "cd / && find /tmp -mindepth 1 -maxdepth 1 -exec rm -rf {} + && "
-    + f'find "$0" -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && tar -xf {SNAPSHOT} -C "$0"'
+    # mount points (a file bound into the workspace) cannot go; the rest must
+    + '{ find "$0" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null; true; } && '
+    + f'tar -xf {SNAPSHOT} -C "$0"'
 )
 
 SNAPSHOT_SCRIPT = WAIT_KEEPER + f'tar -cf {SNAPSHOT} -C "$0" .'
