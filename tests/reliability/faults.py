@@ -4,7 +4,8 @@ and an executor that runs each task in a real sandbox of a pool.
 :class:`FaultyRuntime` wraps any runtime and makes a seeded share of sandbox
 creations fail with ``SandboxStartError`` (an infrastructure error, so the
 scheduler retries it). :class:`SandboxTaskExecutor` takes a sandbox from the
-pool, runs one command in it and gives it back on every path; the task's
+pool, runs one command in it (``payload["command"]``, ``echo ok`` by
+default) and gives it back on every path; the task's
 ``payload["then"]`` may ask it to end otherwise: ``agent`` (an agent error),
 ``timeout`` (a deadline), ``hang`` (until cancelled).
 """
@@ -60,7 +61,7 @@ class FaultyRuntime(Runtime):
 
 
 class SandboxTaskExecutor(TaskExecutor):
-    """One sandbox per attempt from ``pool``; ``echo ok`` in it; released always."""
+    """One sandbox per attempt from ``pool``; one command in it; released always."""
 
     def __init__(self, pool: SandboxPool, spec: EnvironmentSpec) -> None:
         self.pool = pool
@@ -81,7 +82,8 @@ class SandboxTaskExecutor(TaskExecutor):
                 raise MegaFlowTimeout(f"injected timeout of {ctx.spec.id}")
             if then == "hang":
                 await asyncio.Event().wait()
-            out = await sandbox.exec("echo ok", timeout=60)
+            command = str(ctx.spec.payload.get("command", "echo ok"))
+            out = await sandbox.exec(command, timeout=60)
             ctx.stage(TaskState.GRADING)
         finally:
             self.in_use.discard(sandbox.id)
