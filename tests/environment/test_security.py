@@ -12,6 +12,7 @@ import pytest
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.environment.local import LocalRuntime, LocalSandbox
+from tests.environment.conftest import local_runtime
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -167,3 +168,11 @@ async def test_loopback_network_is_private(local: LocalRuntime) -> None:
     )
     async with await local.create(EnvironmentSpec(network="loopback")) as sb:
         assert (await sb.exec(["python3", "-c", serve])).stdout == "own loopback ok\n"
+
+
+async def test_checkout_is_readable_only_when_given(tmp_path: Path) -> None:
+    rt = local_runtime(tmp_path, hide_checkout=False)
+    async with rt, await rt.create(EnvironmentSpec()) as sb:
+        result = await sb.exec(f"head -c 11 {CHECKOUT}/pyproject.toml; touch {CHECKOUT}/x")
+        assert result.stdout == "[build-syst"
+        assert "Read-only file system" in result.stderr
