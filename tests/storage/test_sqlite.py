@@ -40,3 +40,25 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StorageError, match="newer than this MegaFlow"):
         await SqliteMetadataStore(path).start()
+
+
+def test_processes_opening_a_fresh_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "fresh.db"
+    code = (
+        "import asyncio, sys\n"
+        "from megaflow.storage.sqlite import SqliteMetadataStore\n"
+        "async def go():\n"
+        "    async with SqliteMetadataStore(sys.argv[1]) as s:\n"
+        "        print(s.schema_version)\n"
+        "asyncio.run(go())\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6
+    assert outs == [str(SCHEMA_VERSION)] * 6

@@ -257,6 +257,10 @@ class Scheduler(AttemptRunner):
             self.core.enqueue(PendingTask(spec, item.seq, now))
             if spec.timeouts.queue_s is not None:
                 self.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
+        if items:
+            # The dispatcher holds them now; after a crash the metadata store
+            # (not the queue) is what resume rebuilds from.
+            await queue.ack([i.task_id for i in items])
 
     def _arm_heartbeat(self, inst_id: str) -> None:
         old = self._heartbeats.pop(inst_id, None)

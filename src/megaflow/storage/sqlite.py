@@ -50,9 +50,9 @@ class SqliteMetadataStore(MetadataStore):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout=10000")  # first: other openers may hold locks
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=10000")
             conn.execute("PRAGMA foreign_keys=ON")
             migrate(conn)
         except sqlite3.DatabaseError as exc:

@@ -59,21 +59,23 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     """Bring ``conn`` up to ``target``; returns the version it started from."""
-    (current,) = conn.execute("PRAGMA user_version").fetchone()
-    if current > SCHEMA_VERSION:
-        raise StorageError(
-            f"database schema version {current} is newer than this MegaFlow "
-            f"understands ({SCHEMA_VERSION}); upgrade MegaFlow"
-        )
-    for version in range(current + 1, target + 1):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+    # The version is read inside the write transaction, so two processes
+    # opening a fresh file at once migrate it exactly once between them.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (current,) = conn.execute("PRAGMA user_version").fetchone()
+        if current > SCHEMA_VERSION:
+            raise StorageError(
+                f"database schema version {current} is newer than this MegaFlow "
+                f"understands ({SCHEMA_VERSION}); upgrade MegaFlow"
+            )
+        for version in range(current + 1, target + 1):
             for statement in MIGRATIONS[version - 1].split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return int(current)
