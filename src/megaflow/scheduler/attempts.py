@@ -122,6 +122,7 @@ class AttemptRunner:
         self.writer.result(result)
         self.set_state(spec.id, dst, result.error)
         ev = TaskFinished.model_construct(
+            ts=time.time(),  # given, so pydantic need not inspect the default factory
             run_id=spec.run_id,
             task_id=spec.id,
             state=dst,
