@@ -4,8 +4,7 @@ Measures, against a ``podman system service`` started for the run (runc,
 cgroupfs, private storage; the busybox root filesystem imported as image):
 
 - the first load of a root-filesystem tarball image, timed apart;
-- cold start (create through ready, setup snapshot included) at concurrency 1
-  and N;
+- cold start (create through ready) at concurrency 1 and N;
 - exec round trip of ``true``, reset, teardown;
 - create + exec + destroy of one command, against the peer: ``podman run
   --rm`` of the same command on the same service storage, in the same run.
@@ -124,7 +123,8 @@ def main() -> None:
         rows = asyncio.run(measure(svc, n, conc, n_exec))
     notes = (
         "Podman 4.3 service over a Unix socket, runc, cgroupfs, overlay storage; busybox image. "
-        "Cold start = create, start, snapshot of the workspace, not counting the image load. "
+        "Cold start = create through ready, not counting the image load (with nothing to "
+        "place in the workspace, its container takes the reset snapshot as it starts). "
         "The peer runs through the podman CLI on the same storage."
     )
     report(
