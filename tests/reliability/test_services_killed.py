@@ -1,4 +1,4 @@
-"""SIGKILL of a served environment, agent or scheduler service mid-run.
+"""SIGKILL of a served environment, agent, scheduler or model service mid-run.
 
 Each service runs as ``megaflow serve SERVICE --config cluster.yaml`` in its
 own process; the test is its client. After the kill the client sees a
@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from megaflow.app.job import Job
+from megaflow.config import parse_config
 from megaflow.core.errors import TransportError
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.core.tasks import ErrorKind, RunSpec, TaskSpec
@@ -33,6 +35,7 @@ from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.conftest import LeakCheck
 from tests.reliability.faults import SandboxTaskExecutor
+from tests.reliability.jobs import inline_job, openai_model
 from tests.reliability.ledger import Ledger, check_ledger, integrity_check, read_ledger
 from tests.reliability.services import free_port, served
 from tests.scheduler.helpers import until
@@ -223,3 +226,44 @@ async def test_scheduler_service_killed_mid_run(tmp_path: Path, leaks: LeakCheck
         kinds = [a.error_kind for a in after.attempts[tid]]
         assert kinds[-2:] == [ErrorKind.INFRA_LOST, None], (tid, kinds)
     assert integrity_check(db) == "ok"
+
+
+@pytest.mark.slow
+async def test_model_service_killed_mid_run(
+    tmp_path: Path, leaks: LeakCheck, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = secrets.token_urlsafe(16)
+    http_port = free_port()
+    cfg = {
+        "auth": {"token": token},
+        "state_dir": str(tmp_path / "state"),
+        "model": {"port": free_port(), "http_port": http_port,
+                  "config": {"type": "replay", "play": "empty"}},
+    }  # fmt: skip
+    monkeypatch.setenv("RELIABILITY_MODEL_TOKEN", token)
+    model = openai_model(
+        f"http://127.0.0.1:{http_port}/v1", model="replay-empty",
+        api_key_env="RELIABILITY_MODEL_TOKEN",
+    )  # fmt: skip
+    n = 10
+    job_cfg = inline_job(tmp_path, model, n=n, max_attempts=8)
+    job_cfg["scheduler"]["retry"] = {"base_s": 0.3, "max_s": 2.0}
+    with served(tmp_path, cfg) as svc:
+        first = await svc.start("model")
+        async with Job(parse_config(job_cfg)) as job:
+            await job.submit()
+            sched = job.sched
+            await until(lambda: sched.counts(job.run_id).get(TaskState.SUCCEEDED, 0) >= 2, 60)
+            svc.kill(first)
+            # a task that reaches the model now finds it gone: an infra failure
+            await until(lambda: any(sched.failures.values()), 60)
+            await svc.start("model")
+            counts = await asyncio.wait_for(job.wait(), 120)
+            led = await read_ledger(job.stores.metadata, job.run_id)
+
+    assert counts[job.run_id] == {TaskState.SUCCEEDED: n}
+    check_ledger(led, n)
+    lost = [a for atts in led.attempts.values() for a in atts if a.error_kind is ErrorKind.INFRA]
+    assert lost
+    assert all("unreachable" in (a.error or "") for a in lost), lost
+    assert all(r.success for r in led.results.values())
