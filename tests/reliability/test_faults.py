@@ -29,7 +29,7 @@ from megaflow.storage.memory_bus import MemoryEventBus
 from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.faults import FaultyRuntime, SandboxTaskExecutor
-from tests.reliability.ledger import check_ledger, integrity_check, read_ledger
+from tests.reliability.ledger import Ledger, check_ledger, integrity_check, read_ledger
 from tests.scheduler.helpers import until
 
 MAX_ATTEMPTS = 3
@@ -98,58 +98,58 @@ async def run_faulty(
             await faulty.stop()
         led = await read_ledger(stores.metadata, run.id)
 
-    # every task ends in exactly one terminal state, with one result
-    check_ledger(led, n)
-    assert sum(counts.values()) == n
     assert dict(counts) == dict(led.states)
-    # the counts add up: succeeded + failed + timed out + cancelled = submitted
-    s = led.states
-    assert (
-        s[TaskState.SUCCEEDED]
-        + s[TaskState.FAILED]
-        + s[TaskState.TIMED_OUT]
-        + s[TaskState.CANCELLED]
-        == n
-    )
-    # every creation is one attempt; every injected fault is one infra attempt
-    total_attempts = sum(len(a) for a in led.attempts.values())
-    assert total_attempts == faulty.calls
-    assert led.attempts_of_kind(ErrorKind.INFRA) == faulty.injected
-    assert faulty.injected >= n * 0.08  # the faults really were injected
-    # retries: an infra failure is retried unless it was the task's last attempt
-    exhausted = [t for t, a in led.attempts.items() if len(a) == MAX_ATTEMPTS and all(
-        x.error_kind is ErrorKind.INFRA for x in a)]  # fmt: skip
-    assert led.retries == faulty.injected - len(exhausted)
-    for tid in exhausted:
-        assert led.tasks[tid].state is TaskState.FAILED
-        assert led.results[tid].error_kind is ErrorKind.INFRA
-    # final errors are never retried
-    for tid, ending in endings.items():
-        last = led.attempts[tid][-1]
-        if tid in exhausted:
-            continue
-        want = {
-            "agent": (TaskState.FAILED, ErrorKind.AGENT),
-            "timeout": (TaskState.TIMED_OUT, ErrorKind.TIMEOUT),
-            "hang": (TaskState.CANCELLED, ErrorKind.CANCELLED),
-        }[ending]
-        assert (led.tasks[tid].state, last.error_kind) == want, (tid, last)
-        assert all(a.error_kind is ErrorKind.INFRA for a in led.attempts[tid][:-1])
-    n_ok = n - len(exhausted) - len(endings) + sum(t in exhausted for t in endings)
-    assert s[TaskState.SUCCEEDED] == n_ok
-    assert all(led.results[t].success for t, r in led.tasks.items()
-               if r.state is TaskState.SUCCEEDED)  # fmt: skip
+    exhausted = check_fault_books(led, faulty, endings, n)
     # nothing leaked: every sandbox created was given back and destroyed
     assert executor.in_use == set()
     assert executor.released == faulty.created
     assert leftover == []
     assert all(c["busy"] == 0 and c["idle"] == 0 for c in pool.counts().values())
     assert integrity_check(db) == "ok"
+    states = {k.value: v for k, v in led.states.items()}
     print(  # the figures docs/reliability.md quotes (pytest -s shows them)
         f"\n{n} tasks, {faulty.injected} infra faults injected in {faulty.calls} sandbox "
-        f"creations, {led.retries} retries, {len(exhausted)} failed after {MAX_ATTEMPTS} "
-        f"infra failures, states { {k.value: v for k, v in s.items()} }, lost 0, leaked 0"
+        f"creations, {led.retries} retries, {exhausted} failed after {MAX_ATTEMPTS} "
+        f"infra failures, states {states}, lost 0, leaked 0"
     )
+
+
+def check_fault_books(led: Ledger, faulty: FaultyRuntime, endings: dict[str, str], n: int) -> int:
+    """The books of a fault run add up; returns how many tasks spent every attempt."""
+    # every task ends in exactly one terminal state, with one result
+    check_ledger(led, n)
+    s = led.states
+    done = s[TaskState.SUCCEEDED] + s[TaskState.FAILED] + s[TaskState.TIMED_OUT]
+    assert done + s[TaskState.CANCELLED] == n
+    # every creation is one attempt; every injected fault is one infra attempt
+    assert sum(len(a) for a in led.attempts.values()) == faulty.calls
+    assert led.attempts_of_kind(ErrorKind.INFRA) == faulty.injected
+    assert faulty.injected >= n * 0.08  # the faults really were injected
+    # an infra failure is retried unless it was the task's last attempt
+    exhausted = {
+        t for t, atts in led.attempts.items()
+        if len(atts) == MAX_ATTEMPTS and all(a.error_kind is ErrorKind.INFRA for a in atts)
+    }  # fmt: skip
+    assert led.retries == faulty.injected - len(exhausted)
+    for tid in exhausted:
+        assert led.tasks[tid].state is TaskState.FAILED
+        assert led.results[tid].error_kind is ErrorKind.INFRA
+    # final errors are never retried
+    want = {
+        "agent": (TaskState.FAILED, ErrorKind.AGENT),
+        "timeout": (TaskState.TIMED_OUT, ErrorKind.TIMEOUT),
+        "hang": (TaskState.CANCELLED, ErrorKind.CANCELLED),
+    }
+    for tid, ending in endings.items():
+        if tid in exhausted:
+            continue
+        atts = led.attempts[tid]
+        assert (led.tasks[tid].state, atts[-1].error_kind) == want[ending], (tid, atts[-1])
+        assert all(a.error_kind is ErrorKind.INFRA for a in atts[:-1])
+    assert s[TaskState.SUCCEEDED] == n - len(exhausted | set(endings))
+    ok = [t for t, r in led.tasks.items() if r.state is TaskState.SUCCEEDED]
+    assert all(led.results[t].success for t in ok)
+    return len(exhausted)
 
 
 @pytest.mark.slow
