@@ -175,3 +175,17 @@ async def test_malformed_json_and_states_are_invalid_argument(
             await stub.ListTasks(pb.ListTasksRequest(run_id="r1", states=["done"]), metadata=md)
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "states are" in (info.value.details() or "")
+
+
+async def test_submissions_larger_than_a_message_go_in_batches(
+    local_cp: LocalControlPlane, token: str
+) -> None:
+    big = "x" * 20_000
+    tasks = [TaskSpec(id=f"t{i}", run_id="r1", payload={"blob": big}) for i in range(120)]
+    server = RpcServer(token, port=0, max_message_bytes=1024 * 1024)
+    server.add(SchedulerServicer(local_cp).register)
+    async with server, GrpcControlPlane(server.target, token, max_message_bytes=1024 * 1024) as cp:
+        assert await cp.submit_run(RunSpec(id="r1", name="r1"), tasks) == 120  # about 2.4 MB
+        status = await cp.wait("r1")
+        assert status.counts == {TaskState.SUCCEEDED: 120}
+        assert len(await local_cp.list_tasks("r1")) == 120

@@ -100,16 +100,38 @@ class GrpcControlPlane(ControlPlane):
             raise error_from(err, f"scheduler service {self.target} {what}") from None
 
     async def submit_run(self, run: RunSpec, tasks: list[TaskSpec]) -> int:
-        req = pb.SubmitRunRequest(
-            run_json=run.model_dump_json(), task_json=[t.model_dump_json() for t in tasks]
-        )
+        """Submit in batches under the message size limit; each batch is atomic."""
+        first, *rest = self._batches(tasks)
+        req = pb.SubmitRunRequest(run_json=run.model_dump_json(), task_json=first)
         reply = await self._call("SubmitRun", lambda s, md: s.SubmitRun(req, metadata=md))
-        return int(reply.accepted)
+        return int(reply.accepted) + await self._submit_batches(run.id, rest)
 
     async def submit_tasks(self, run_id: str, tasks: list[TaskSpec]) -> int:
-        req = pb.SubmitTasksRequest(run_id=run_id, task_json=[t.model_dump_json() for t in tasks])
-        reply = await self._call("SubmitTasks", lambda s, md: s.SubmitTasks(req, metadata=md))
-        return int(reply.accepted)
+        return await self._submit_batches(run_id, self._batches(tasks))
+
+    def _batches(self, tasks: list[TaskSpec]) -> list[list[str]]:
+        budget = self.max_message_bytes // 2
+        out: list[list[str]] = [[]]
+        size = 0
+        for t in tasks:
+            text = t.model_dump_json()
+            n = len(text.encode()) + 16
+            if out[-1] and size + n > budget:
+                out.append([])
+                size = 0
+            out[-1].append(text)
+            size += n
+        return out
+
+    async def _submit_batches(self, run_id: str, batches: list[list[str]]) -> int:
+        accepted = 0
+        for batch in batches:
+            req = pb.SubmitTasksRequest(run_id=run_id, task_json=batch)
+            reply = await self._call(
+                "SubmitTasks", lambda s, md, r=req: s.SubmitTasks(r, metadata=md)
+            )
+            accepted += int(reply.accepted)
+        return accepted
 
     async def cancel(self, run_id: str, task_id: str | None = None) -> int:
         req = pb.CancelRequest(run_id=run_id, task_id=task_id)
