@@ -126,12 +126,14 @@ class GrpcControlPlane(ControlPlane):
     async def _submit_batches(self, run_id: str, batches: list[list[str]]) -> int:
         accepted = 0
         for batch in batches:
-            req = pb.SubmitTasksRequest(run_id=run_id, task_json=batch)
-            reply = await self._call(
-                "SubmitTasks", lambda s, md, r=req: s.SubmitTasks(r, metadata=md)
+            accepted += await self._submit_batch(
+                pb.SubmitTasksRequest(run_id=run_id, task_json=batch)
             )
-            accepted += int(reply.accepted)
         return accepted
+
+    async def _submit_batch(self, req: pb.SubmitTasksRequest) -> int:
+        reply = await self._call("SubmitTasks", lambda s, md: s.SubmitTasks(req, metadata=md))
+        return int(reply.accepted)
 
     async def cancel(self, run_id: str, task_id: str | None = None) -> int:
         req = pb.CancelRequest(run_id=run_id, task_id=task_id)
