@@ -41,7 +41,7 @@ MakeExecutor = Callable[[ClusterConfig, str], TaskExecutor]
 def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
     ep = cfg.endpoint(service)
     return RpcServer(
-        token, host=ep.host, port=ep.port, tls=cfg.tls, max_message_bytes=cfg.max_message_bytes
+        token, host=ep.listen, port=ep.port, tls=cfg.tls, max_message_bytes=cfg.max_message_bytes
     )
 
 
@@ -120,7 +120,7 @@ async def _serve_model(
     app = BearerAuthMiddleware(create_app(service), token)
     tls = cfg.tls
     ucfg = uvicorn.Config(
-        app, host=cfg.model.host, port=cfg.model.http_port, log_level="warning",
+        app, host=cfg.model.listen, port=cfg.model.http_port, log_level="warning",
         lifespan="off", access_log=False,
         ssl_certfile=tls.cert_file if tls else None, ssl_keyfile=tls.key_file if tls else None,
     )  # fmt: skip

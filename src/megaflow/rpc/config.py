@@ -77,8 +77,12 @@ def check_port(v: int) -> int:
 
 
 class _Endpoint(_Cfg):
-    host: str = Field("127.0.0.1", description="Address to listen on and to connect to.")
+    host: str = Field("127.0.0.1", description="Address clients connect to.")
     port: int = Field(description="TCP port, outside 10002-19999.")
+    bind: str | None = Field(
+        None,
+        description="Address the server listens on ('0.0.0.0' for every interface); host if None.",
+    )
 
     @field_validator("port")
     @classmethod
@@ -88,6 +92,10 @@ class _Endpoint(_Cfg):
     @property
     def target(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def listen(self) -> str:
+        return self.bind or self.host
 
 
 class EnvironmentEndpoint(_Endpoint):
