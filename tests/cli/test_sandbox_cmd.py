@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -54,3 +55,40 @@ def test_ls_shows_orphans_and_gc_removes_them(tmp_path: Path) -> None:
     assert gc.exit_code == 0, gc.output
     assert "removed 1 orphaned" in gc.output
     assert list((root / "boxes").iterdir()) == []
+
+
+def test_shell_on_a_real_terminal(tmp_path: Path) -> None:
+    """Run the CLI on a pseudo-terminal, as a person would, and type into it."""
+    import os
+    import pty
+    import select
+
+    megaflow = Path(sys.executable).with_name("megaflow")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(str(megaflow), [str(megaflow), "sandbox", "shell", "--root", str(tmp_path)])
+    out = b""
+    typed = False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not typed and b"leaves" in out:
+                os.write(fd, b"echo $((6*7)); tty\nexit 5\n")
+                typed = True
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"42" in out, out
+    assert b"/dev/pts/" in out
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert list((tmp_path / "boxes").iterdir()) == []

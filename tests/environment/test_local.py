@@ -173,3 +173,16 @@ async def test_grading_tools_run_in_a_host_sandbox(local: LocalRuntime) -> None:
         assert graded.ok, graded.stdout + graded.stderr
         assert "1 passed" in graded.stdout
         assert (await sb.exec("git log --oneline | wc -l")).stdout.strip() == "1"
+
+
+async def test_terminal_runs_an_interactive_shell(local: LocalRuntime) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        term = sb.open_terminal(["/bin/sh", "-i"], rows=30, cols=100)
+        term.write(b"echo $((6*7)); tty; stty size\nexit 3\n")
+        out = b""
+        while (chunk := await asyncio.wait_for(term.read(), 30)) is not None:
+            out += chunk
+        assert b"42" in out
+        assert b"/dev/pts/" in out
+        assert b"30 100" in out
+        assert term.exit_code == 3

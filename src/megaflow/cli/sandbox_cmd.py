@@ -7,6 +7,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import yaml
@@ -15,6 +16,9 @@ from megaflow.cli.common import console, err_console, fail
 from megaflow.core.errors import MegaFlowError
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import LocalRuntimeConfig
+
+if TYPE_CHECKING:
+    from megaflow.environment.local import LocalSandbox
 
 app = typer.Typer(help="Debug and clean up local sandboxes.", no_args_is_help=True)
 RootOption = typer.Option(
@@ -44,33 +48,78 @@ async def _shell(spec: EnvironmentSpec, root: str) -> None:
 
     async with LocalRuntime(LocalRuntimeConfig(root=root)) as rt:
         sb = await rt.create(spec, owner="cli-shell")
-        cwd = spec.workdir
         err_console.print(f"[dim]sandbox {sb.id} ({spec.image}); 'exit' or Ctrl-D leaves[/]")
-        loop = asyncio.get_running_loop()
-        while True:
-            line = await loop.run_in_executor(None, _prompt, cwd)
-            if line is None or line.strip() == "exit":
-                break
-            if not line.strip():
-                continue
-            words = shlex.split(line) if line.lstrip().startswith("cd") else []
-            if words and words[0] == "cd":  # each line runs on its own; keep the cwd here
-                where = await sb.exec(
-                    f"cd {shlex.quote(words[1] if len(words) > 1 else spec.workdir)} && pwd",
-                    cwd=cwd,
-                )
-                if where.ok:
-                    cwd = where.stdout.strip()
-                else:
-                    sys.stderr.write(where.stderr)
-                continue
-            result = await sb.exec(line, timeout=None, cwd=cwd)
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
-            if result.truncated:
-                err_console.print("[yellow](output truncated)[/]")
-            if result.exit_code:
-                err_console.print(f"[dim]exit {result.exit_code}[/]")
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            await _terminal(sb)
+        else:
+            await _lines(sb, spec)
+
+
+SHELL = ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"]
+
+
+async def _terminal(sb: LocalSandbox) -> None:
+    """A real terminal: raw keystrokes in, the shell's output out, window size kept."""
+    import os
+    import signal
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    size = os.get_terminal_size(fd)
+    term = sb.open_terminal(SHELL, rows=size.lines, cols=size.columns)
+    loop = asyncio.get_running_loop()
+    saved = termios.tcgetattr(fd)
+
+    def keys() -> None:
+        data = os.read(fd, 4096)
+        if data:
+            term.write(data)
+
+    def winch() -> None:
+        now = os.get_terminal_size(fd)
+        term.resize(now.lines, now.columns)
+
+    tty.setraw(fd, termios.TCSANOW)  # keep what was typed before the shell came up
+    loop.add_reader(fd, keys)
+    loop.add_signal_handler(signal.SIGWINCH, winch)
+    try:
+        while (chunk := await term.read()) is not None:
+            os.write(sys.stdout.fileno(), chunk)
+    finally:
+        loop.remove_reader(fd)
+        loop.remove_signal_handler(signal.SIGWINCH)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+async def _lines(sb: LocalSandbox, spec: EnvironmentSpec) -> None:
+    """Without a terminal: run each input line as one command, remembering ``cd``."""
+    cwd = spec.workdir
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, _prompt, cwd)
+        if line is None or line.strip() == "exit":
+            break
+        if not line.strip():
+            continue
+        words = shlex.split(line) if line.lstrip().startswith("cd") else []
+        if words and words[0] == "cd":  # each line runs on its own; keep the cwd here
+            where = await sb.exec(
+                f"cd {shlex.quote(words[1] if len(words) > 1 else spec.workdir)} && pwd",
+                cwd=cwd,
+            )
+            if where.ok:
+                cwd = where.stdout.strip()
+            else:
+                sys.stderr.write(where.stderr)
+            continue
+        result = await sb.exec(line, timeout=None, cwd=cwd)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        if result.truncated:
+            err_console.print("[yellow](output truncated)[/]")
+        if result.exit_code:
+            err_console.print(f"[dim]exit {result.exit_code}[/]")
 
 
 def _prompt(cwd: str) -> str | None:
@@ -88,7 +137,8 @@ def shell(
     network: str = typer.Option(None, help="none | loopback | host"),
     root: str = RootOption,
 ) -> None:
-    """Open a line-by-line shell in a fresh local sandbox; it is destroyed on exit."""
+    """Open a shell in a fresh local sandbox (a real terminal when run from one,
+    else line by line); the sandbox is destroyed when the shell exits."""
     parsed = load_spec(spec, network)
     try:
         asyncio.run(_shell(parsed, root))

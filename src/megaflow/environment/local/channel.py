@@ -32,6 +32,7 @@ class Channel:
         self._name = name
         self._next = 0
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
+        self._streams: dict[int, asyncio.Queue[Reply | None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closed: str | None = None
 
@@ -56,6 +57,12 @@ class Channel:
         try:
             while True:
                 head, body = await self._read_frame()
+                stream = self._streams.get(head.get("id", -1))
+                if stream is not None:  # a terminal: output frames, then its exit
+                    stream.put_nowait((head, body))
+                    if "out" not in head:
+                        del self._streams[head["id"]]
+                    continue
                 fut = self._waiting.pop(head.get("id", -1), None)
                 if fut is not None and not fut.done():
                     fut.set_result((head, body))
@@ -68,6 +75,9 @@ class Channel:
             if not fut.done():
                 fut.set_exception(SandboxError(f"sandbox {self._name}: {reason}"))
         self._waiting.clear()
+        for stream in self._streams.values():
+            stream.put_nowait(None)
+        self._streams.clear()
 
     async def call(
         self, head: dict[str, Any], body: bytes = b"", timeout: float | None = None
@@ -98,6 +108,26 @@ class Channel:
                 raise NotFound(f"sandbox {self._name}: no such file {where!r}")
             raise SandboxError(f"sandbox {self._name}: {head['op']} {where!r}: {reply['error']}")
         return reply, data
+
+    def _send(self, head: dict[str, Any], body: bytes = b"") -> int:
+        if self._closed is not None:
+            raise SandboxError(f"sandbox {self._name}: {self._closed}")
+        self._next += 1
+        head["id"] = self._next
+        self._writer.write(frame(head, body))
+        return self._next
+
+    def open_stream(self, head: dict[str, Any]) -> tuple[int, asyncio.Queue[Reply | None]]:
+        """Send a request whose replies are a stream of frames (a terminal); the
+        queue gets each frame, and None if the sandbox goes away."""
+        queue: asyncio.Queue[Reply | None] = asyncio.Queue()
+        if self._closed is None:
+            self._streams[self._next + 1] = queue
+        return self._send(head), queue
+
+    def notify(self, head: dict[str, Any], body: bytes = b"") -> None:
+        """Send a request that gets no reply."""
+        self._send(head, body)
 
     async def close(self) -> None:
         self._fail("the sandbox was destroyed")

@@ -21,7 +21,7 @@ from megaflow.environment.abstract import (
 )
 from megaflow.environment.local import workspace
 from megaflow.environment.local.cgroups import SandboxCgroup
-from megaflow.environment.local.channel import Channel
+from megaflow.environment.local.channel import Channel, Reply
 from megaflow.monitoring.environment import EnvironmentMetrics
 
 HOST_GRACE_S = 15.0  # how much longer than a command's timeout the host waits for its reply
@@ -132,6 +132,18 @@ class LocalSandbox(Sandbox):
         await self._chan().call({"op": "reset"}, timeout=30.0)
         await asyncio.to_thread(workspace.restore, self.dir)
 
+    def open_terminal(
+        self, argv: list[str], rows: int = 24, cols: int = 80, env: dict[str, str] | None = None
+    ) -> Terminal:
+        """Run ``argv`` on a terminal inside the sandbox (for interactive shells)."""
+        head = {
+            "op": "pty", "argv": argv, "env": {"TERM": "xterm", **self.base_env, **(env or {})},
+            "cwd": self.spec.workdir, "rows": rows, "cols": cols,
+        }  # fmt: skip
+        chan = self._chan()
+        rid, queue = chan.open_stream(head)
+        return Terminal(chan, rid, queue)
+
     async def stats(self) -> SandboxStats:
         if self.cgroup is not None:
             return await asyncio.to_thread(self.cgroup.stats)
@@ -169,3 +181,33 @@ class LocalSandbox(Sandbox):
                 if self.metrics is not None:
                     self.metrics.moved("local", "stopped", None)
                     self.metrics.teardown_seconds.labels("local").observe(time.perf_counter() - t0)
+
+
+class Terminal:
+    """A process on a terminal in a sandbox: write keystrokes, read its output."""
+
+    def __init__(self, chan: Channel, rid: int, queue: asyncio.Queue[Reply | None]) -> None:
+        self._chan = chan
+        self._rid = rid
+        self._queue = queue
+        self.exit_code: int | None = None
+
+    def write(self, data: bytes) -> None:
+        self._chan.notify({"op": "pty_in", "target": self._rid}, data)
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._chan.notify({"op": "pty_in", "target": self._rid, "rows": rows, "cols": cols})
+
+    async def read(self) -> bytes | None:
+        """The next output, or None once the process has exited."""
+        if self.exit_code is not None:
+            return None
+        item = await self._queue.get()
+        if item is None:
+            self.exit_code = -1
+            return None
+        head, body = item
+        if "out" in head:
+            return body
+        self.exit_code = head.get("exit_code", -1)
+        return None

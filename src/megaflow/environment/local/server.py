@@ -72,6 +72,8 @@ class Server:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.devnull = os.open("/dev/null", os.O_RDONLY)
+        self.ptys: dict[int, int] = {}  # open terminal fd -> request id
+        self.pty_pids: dict[int, int] = {}  # terminal process pid -> request id
 
     def send(self, head: Head, body: bytes = b"") -> None:
         raw = marshal.dumps(head, MARSHAL_VERSION)
@@ -100,6 +102,8 @@ class Server:
                     self.drain_wake()
                 elif fd in self.by_fd:
                     self.read_pipe(fd)
+                elif fd in self.ptys:
+                    self.read_pty(fd)
             self.reap()
             self.kill_late()
 
@@ -188,7 +192,7 @@ class Server:
         os.close(fd)
 
     def reap(self) -> None:
-        while self.jobs:
+        while self.jobs or self.pty_pids:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -198,6 +202,15 @@ class Server:
             job = self.jobs.pop(pid, None)
             if job is not None:
                 self.finish(job, status)
+            rid = self.pty_pids.pop(pid, None)
+            if rid is not None:
+                fd = self.pty_fd(rid)
+                while fd is not None and self.read_pty(fd):
+                    pass
+                if fd is not None and fd in self.ptys:
+                    self.close_pty(fd)
+                code = os.waitstatus_to_exitcode(status)
+                self.send({"id": rid, "exit_code": 128 - code if code < 0 else code})
 
     def finish(self, job: Job, status: int) -> None:
         for fd in job.fds:  # what the command wrote before it exited is in the pipe
@@ -225,6 +238,63 @@ class Server:
                     os.killpg(job.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+    # -- terminals: output streams back as frames with the request's id ----
+    def op_pty(self, head: Head, body: bytes) -> None:
+        pid, fd = os.forkpty()
+        if pid == 0:
+            try:
+                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+                    signal.signal(sig, signal.SIG_DFL)
+                os.chdir(head["cwd"])
+                os.execvpe(head["argv"][0], head["argv"], head["env"])
+            except BaseException as e:
+                os.write(2, f"megaflow: cannot run {head['argv'][0]!r}: {e}\n".encode())
+            os._exit(127)
+        os.set_blocking(fd, False)
+        self.ptys[fd] = head["id"]
+        self.pty_pids[pid] = head["id"]
+        self.poll.register(fd, select.POLLIN)
+        self.resize(fd, head.get("rows", 24), head.get("cols", 80))
+
+    def pty_fd(self, rid: int) -> int | None:
+        return next((fd for fd, r in self.ptys.items() if r == rid), None)
+
+    def resize(self, fd: int, rows: int, cols: int) -> None:
+        import fcntl
+        import termios
+
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def op_pty_in(self, head: Head, body: bytes) -> None:
+        fd = self.pty_fd(head["target"])
+        if fd is not None:
+            if "rows" in head:
+                self.resize(fd, head["rows"], head["cols"])
+            view = memoryview(body)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    select.select([], [fd], [], 1.0)
+
+    def read_pty(self, fd: int) -> bool:
+        try:
+            data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return False
+        except OSError:  # EIO: the terminal's last process is gone
+            data = b""
+        if not data:
+            self.close_pty(fd)
+            return False
+        self.send({"id": self.ptys[fd], "out": True}, data)
+        return True
+
+    def close_pty(self, fd: int) -> None:
+        self.poll.unregister(fd)
+        os.close(fd)
+        del self.ptys[fd]
 
     def op_ping(self, head: Head, body: bytes) -> None:
         self.send({"id": head["id"], "pid": os.getpid()})
