@@ -49,7 +49,10 @@ class ClusterAgentExecutor(TaskExecutor):
     @classmethod
     def from_cluster(cls, cfg: ClusterConfig, token: str) -> ClusterAgentExecutor:
         """Stores of the cluster's scheduler, sandboxes of its environment service."""
-        runtime = GrpcRuntime(cfg.environment.target, token, cfg.tls, cfg.max_message_bytes)
+        runtime = GrpcRuntime(
+            cfg.environment.target, token, cfg.tls, cfg.max_message_bytes,
+            keepalive_s=cfg.keepalive_s,
+        )  # fmt: skip
         return cls(Stores.from_config(cfg.scheduler.storage), runtime)
 
     async def start(self) -> None:

@@ -25,7 +25,12 @@ from megaflow.core.tasks import TaskResult, TaskSpec
 from megaflow.rpc.config import TlsConfig
 from megaflow.rpc.gen import agent_pb2 as pb
 from megaflow.rpc.gen import agent_pb2_grpc
-from megaflow.rpc.server import DEFAULT_MAX_MESSAGE, call_metadata, open_channel
+from megaflow.rpc.server import (
+    DEFAULT_KEEPALIVE_S,
+    DEFAULT_MAX_MESSAGE,
+    call_metadata,
+    open_channel,
+)
 from megaflow.rpc.status import error_from, streams_errors
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 
@@ -83,17 +88,21 @@ class GrpcTaskExecutor(TaskExecutor):
         token: str,
         tls: TlsConfig | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
     ) -> None:
         self.target = target
         self.tls = tls
         self.max_message_bytes = max_message_bytes
+        self.keepalive_s = keepalive_s
         self._md = call_metadata(token)
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
 
     async def start(self) -> None:
         if self._channel is None:
-            self._channel = open_channel(self.target, self.tls, self.max_message_bytes)
+            self._channel = open_channel(
+                self.target, self.tls, self.max_message_bytes, self.keepalive_s
+            )
             self._stub = agent_pb2_grpc.AgentStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:

@@ -41,8 +41,9 @@ MakeExecutor = Callable[[ClusterConfig, str], TaskExecutor]
 def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
     ep = cfg.endpoint(service)
     return RpcServer(
-        token, host=ep.listen, port=ep.port, tls=cfg.tls, max_message_bytes=cfg.max_message_bytes
-    )
+        token, host=ep.listen, port=ep.port, tls=cfg.tls,
+        max_message_bytes=cfg.max_message_bytes, keepalive_s=cfg.keepalive_s,
+    )  # fmt: skip
 
 
 def _local_executor(kind: str) -> TaskExecutor:
@@ -51,7 +52,9 @@ def _local_executor(kind: str) -> TaskExecutor:
 
 def _scheduler_executor(cfg: ClusterConfig, token: str) -> TaskExecutor:
     if cfg.scheduler.executor == "agent":
-        return GrpcTaskExecutor(cfg.agent.target, token, cfg.tls, cfg.max_message_bytes)
+        return GrpcTaskExecutor(
+            cfg.agent.target, token, cfg.tls, cfg.max_message_bytes, cfg.keepalive_s
+        )
     return _local_executor(cfg.scheduler.executor)
 
 

@@ -147,6 +147,11 @@ class ClusterConfig(_Cfg):
     max_message_mb: int = Field(
         16, ge=1, le=1024, description="Largest gRPC message either way; larger ones fail."
     )
+    keepalive_s: float = Field(
+        20.0, gt=0, le=3600,
+        description="Clients ping a silent connection this often and drop it after as long "
+        "without an answer (a frozen or unreachable peer fails fast instead of hanging).",
+    )  # fmt: skip
     state_dir: str = Field(
         ".megaflow/cluster", description="Where `megaflow up` keeps pids, logs and the token."
     )

@@ -34,7 +34,12 @@ from megaflow.rpc.config import TlsConfig
 from megaflow.rpc.environment_server import DEFAULT_CHUNK, chunks
 from megaflow.rpc.gen import common_pb2, environment_pb2_grpc
 from megaflow.rpc.gen import environment_pb2 as pb
-from megaflow.rpc.server import DEFAULT_MAX_MESSAGE, call_metadata, open_channel
+from megaflow.rpc.server import (
+    DEFAULT_KEEPALIVE_S,
+    DEFAULT_MAX_MESSAGE,
+    call_metadata,
+    open_channel,
+)
 from megaflow.rpc.status import error_from
 
 T = TypeVar("T")
@@ -151,11 +156,13 @@ class GrpcRuntime(Runtime):
         token: str,
         tls: TlsConfig | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
         chunk_size: int = DEFAULT_CHUNK,
     ) -> None:
         self.target = target
         self.tls = tls
         self.max_message_bytes = max_message_bytes
+        self.keepalive_s = keepalive_s
         self.chunk_size = min(chunk_size, max_message_bytes // 2)
         self._md = call_metadata(token)
         self._channel: grpc.aio.Channel | None = None
@@ -164,7 +171,9 @@ class GrpcRuntime(Runtime):
 
     async def start(self) -> None:
         if self._channel is None:
-            self._channel = open_channel(self.target, self.tls, self.max_message_bytes)
+            self._channel = open_channel(
+                self.target, self.tls, self.max_message_bytes, self.keepalive_s
+            )
             self._stub = environment_pb2_grpc.EnvironmentStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:

@@ -24,7 +24,12 @@ from megaflow.rpc.control import ControlPlane, EventStream, RunStatus
 from megaflow.rpc.gen import scheduler_pb2 as pb
 from megaflow.rpc.gen import scheduler_pb2_grpc
 from megaflow.rpc.scheduler_server import SUBSCRIBED
-from megaflow.rpc.server import DEFAULT_MAX_MESSAGE, call_metadata, open_channel
+from megaflow.rpc.server import (
+    DEFAULT_KEEPALIVE_S,
+    DEFAULT_MAX_MESSAGE,
+    call_metadata,
+    open_channel,
+)
 from megaflow.rpc.status import error_from
 
 T = TypeVar("T")
@@ -65,17 +70,21 @@ class GrpcControlPlane(ControlPlane):
         token: str,
         tls: TlsConfig | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
     ) -> None:
         self.target = target
         self.tls = tls
         self.max_message_bytes = max_message_bytes
+        self.keepalive_s = keepalive_s
         self._md = call_metadata(token)
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
 
     async def start(self) -> None:
         if self._channel is None:
-            self._channel = open_channel(self.target, self.tls, self.max_message_bytes)
+            self._channel = open_channel(
+                self.target, self.tls, self.max_message_bytes, self.keepalive_s
+            )
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:

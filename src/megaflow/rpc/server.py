@@ -28,6 +28,7 @@ from megaflow.rpc.config import TlsConfig
 from megaflow.rpc.gen import common_pb2, common_pb2_grpc
 
 DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024
+DEFAULT_KEEPALIVE_S = 20.0
 Metadata = tuple[tuple[str, str], ...]
 
 
@@ -35,6 +36,28 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+
+
+def client_keepalive(keepalive_s: float) -> list[tuple[str, Any]]:
+    """Ping an idle connection every ``keepalive_s``; a peer silent for as long again
+    (a frozen process, a dead link) fails the calls on it with UNAVAILABLE."""
+    ms = max(1, int(keepalive_s * 1000))
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_sent_ping_interval_without_data_ms", ms),
+        ("grpc.http2.ping_timeout_ms", ms),
+    ]
+
+
+def server_keepalive(keepalive_s: float) -> list[tuple[str, Any]]:
+    """Accept the clients' pings, even during a long silent call (a slow exec, a
+    WaitRun): without this the server answers them with GOAWAY ``too_many_pings``."""
+    return [
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", max(1, int(keepalive_s * 500))),
+        ("grpc.http2.max_ping_strikes", 0),
     ]
 
 
@@ -75,11 +98,12 @@ class RpcServer:
         port: int = 0,
         tls: TlsConfig | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
     ) -> None:
         self.host, self.port, self.tls = host, port, tls
         self._server = grpc.aio.server(
             interceptors=[BearerAuthInterceptor(token)],
-            options=channel_options(max_message_bytes),
+            options=channel_options(max_message_bytes) + server_keepalive(keepalive_s),
         )
         self._health = _Health()
         common_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)  # type: ignore[no-untyped-call]
@@ -135,13 +159,14 @@ def open_channel(
     target: str,
     tls: TlsConfig | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+    keepalive_s: float = DEFAULT_KEEPALIVE_S,
 ) -> grpc.aio.Channel:
     """A client channel to ``target`` (``host:port``) with the server's limits.
 
     With ``tls``, the server is verified against ``tls.ca_file`` (the system
     roots when it is None).
     """
-    options = channel_options(max_message_bytes)
+    options = channel_options(max_message_bytes) + client_keepalive(keepalive_s)
     if tls is None:
         return grpc.aio.insecure_channel(target, options=options)
     root = _read(tls.ca_file, "CA") if tls.ca_file else None
