@@ -167,6 +167,10 @@ class LocalRuntime(Runtime):
             id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
             created_at=sb.info.created_at, image=spec.image, process=self.process,
         )  # fmt: skip
+        # Saved at once (and again below): a crash while the sandbox starts then
+        # leaves a directory whose maker the reaper knows, not an anonymous one
+        # it must leave alone for STRAY_DIR_AGE_S.
+        record.save(directory)
         if spec.image == "host":
             image_root: Path = Path("/")
         else:
