@@ -68,4 +68,14 @@ def leaks(tmp_path: Path) -> Iterator[LeakCheck]:
     assert not procs, f"processes leaked: {procs}"
     assert not groups, f"cgroups leaked: {groups}"
     assert mounts(tmp_path) - before_mounts == set(), "mounts leaked"
-    assert not check.boxes(), f"sandbox directories leaked: {check.boxes()}"
+    assert not check.boxes(), f"sandbox directories leaked: {describe(check.boxes())}"
+
+
+def describe(boxes: list[Path]) -> list[str]:
+    """Each leaked sandbox directory with what it holds (its record names its maker)."""
+    out = []
+    for box in boxes:
+        record = box / "record.json"
+        held = sorted(p.name for p in box.iterdir())
+        out.append(f"{box}: {held} {record.read_text() if record.is_file() else 'no record'}")
+    return out
