@@ -186,3 +186,13 @@ async def test_terminal_runs_an_interactive_shell(local: LocalRuntime) -> None:
         assert b"/dev/pts/" in out
         assert b"30 100" in out
         assert term.exit_code == 3
+
+
+async def test_create_after_stop_is_refused(tmp_path: Path) -> None:
+    rt = local_runtime(tmp_path)
+    async with rt:
+        pass
+    with pytest.raises(SandboxStartError, match="stopped"):
+        await rt.create(EnvironmentSpec())
+    async with rt, await rt.create(EnvironmentSpec()) as sb:  # start() again is fine
+        assert (await sb.exec("echo back")).stdout == "back\n"

@@ -66,6 +66,7 @@ class LocalRuntime(Runtime):
         self._started = False
         self._reap_task: asyncio.Task[None] | None = None
         self.reaped_at_start = 0
+        self._stopped = False
         self._binds: dict[Path, list[str]] = {}
 
     @property
@@ -75,6 +76,7 @@ class LocalRuntime(Runtime):
     async def start(self) -> None:
         if self._started:
             return
+        self._stopped = False
         self._bwrap = launcher.find_bwrap()
         self.layout = cgroups.detect(self.cfg.cgroups)
         self.sandbox_root.mkdir(parents=True, exist_ok=True)
@@ -105,6 +107,7 @@ class LocalRuntime(Runtime):
                 with contextlib.suppress(OSError):
                     (base / self.process).rmdir()
         self._started = False
+        self._stopped = True
 
     def _check(self, spec: EnvironmentSpec) -> None:
         res = spec.resources
@@ -120,6 +123,8 @@ class LocalRuntime(Runtime):
             raise InvalidInput(f"spec workdir {spec.workdir!r} must be an absolute path of its own")
 
     async def create(self, spec: EnvironmentSpec, owner: str | None = None) -> LocalSandbox:
+        if self._stopped:  # e.g. a pool still refilling after the runtime stopped
+            raise SandboxStartError("the local runtime is stopped; call start() again first")
         if not self._started:
             await self.start()
         self._check(spec)
