@@ -9,7 +9,7 @@ import pytest
 
 from megaflow.core.errors import AgentError, AuthError, InfraError, MegaFlowTimeout
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import TaskSpec
+from megaflow.core.tasks import TaskResult, TaskSpec
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import generate_token
 from megaflow.rpc.server import RpcServer
@@ -17,9 +17,24 @@ from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.scheduler.executors import FaultExecutor, FaultPlan
 
 
+class BuggyExecutor(FaultExecutor):
+    """Fails like code with a bug: a builtin exception, or an exception of its own."""
+
+    async def run(self, ctx: TaskContext) -> TaskResult:
+        if ctx.spec.id == "keyerror":
+            raise KeyError("boom")
+        if ctx.spec.id == "custom":
+            raise PluginMisbehaved("the plug-in misbehaved")
+        return await super().run(ctx)
+
+
+class PluginMisbehaved(Exception):
+    pass
+
+
 @pytest.fixture
 def faults() -> FaultExecutor:
-    return FaultExecutor(
+    return BuggyExecutor(
         plans={
             "flaky": FaultPlan(infra_failures=1),
             "agent": FaultPlan(then="agent"),
@@ -68,6 +83,14 @@ async def test_errors_keep_their_class(executor: TaskExecutor) -> None:
         await executor.run(context("agent", []))
     with pytest.raises(MegaFlowTimeout, match="injected timeout"):
         await executor.run(context("slow", []))
+
+
+async def test_unexpected_errors_are_final_not_infrastructure(executor: TaskExecutor) -> None:
+    with pytest.raises(KeyError, match="boom"):
+        await executor.run(context("keyerror", []))
+    with pytest.raises(Exception, match="the plug-in misbehaved") as info:
+        await executor.run(context("custom", []))
+    assert not isinstance(info.value, InfraError)
 
 
 async def test_cancellation_reaches_the_executor(

@@ -4,13 +4,18 @@ A server handler that raises a :class:`MegaFlowError` aborts the call with
 the matching status code, the error's message as details, and the error's
 class name in the ``megaflow-error`` trailer; the client raises the same
 class again, so a caller cannot tell an in-process call from a gRPC one.
-Errors without a trailer (transport failures, message size limits, auth)
-are mapped from the status code.
+Builtin exceptions (``KeyError`` ...) come back as themselves too; other
+unexpected exceptions as ``RuntimeError`` naming their class (so a bug is
+never mistaken for a retryable infrastructure failure). Errors without a
+trailer (transport failures, message size limits, auth) are mapped from the
+status code.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -18,6 +23,8 @@ import grpc
 from pydantic import ValidationError
 
 from megaflow.core import errors as E
+
+log = logging.getLogger(__name__)
 
 ERROR_TRAILER = "megaflow-error"
 
@@ -63,8 +70,9 @@ def code_for(exc: BaseException) -> grpc.StatusCode:
 
 async def abort_with(context: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
     """Abort the call with the code, message and class name of ``exc``."""
-    if isinstance(exc, E.MegaFlowError):
-        context.set_trailing_metadata(((ERROR_TRAILER, type(exc).__name__),))
+    if not isinstance(exc, E.MegaFlowError | ValidationError | ValueError):
+        log.error("handler failed", exc_info=exc)  # a bug or an unexpected failure
+    context.set_trailing_metadata(((ERROR_TRAILER, type(exc).__name__),))
     message = str(exc) or type(exc).__name__
     if isinstance(exc, ValidationError):
         problems = [
@@ -75,13 +83,17 @@ async def abort_with(context: grpc.aio.ServicerContext, exc: BaseException) -> N
     raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
 
-def error_from(err: grpc.aio.AioRpcError, what: str) -> E.MegaFlowError:
-    """The MegaFlow error a client raises for a failed call to ``what``."""
+def error_from(err: grpc.aio.AioRpcError, what: str) -> Exception:
+    """The error a client raises for a failed call to ``what``: the server's own class
+    for MegaFlow errors and builtin exceptions; else one mapped from the status code."""
     details = err.details() or err.code().name
-    name = dict(err.trailing_metadata() or ()).get(ERROR_TRAILER)
-    cls = getattr(E, str(name), None) if name else None
-    if isinstance(cls, type) and issubclass(cls, E.MegaFlowError):
+    name = str(dict(err.trailing_metadata() or ()).get(ERROR_TRAILER) or "")
+    cls = getattr(E, name, None) or getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
         return cls(details)
+    if name and err.code() == grpc.StatusCode.INTERNAL:
+        # An unexpected failure of another kind: not infrastructure, so not retried.
+        return RuntimeError(f"{what}: {name}: {details}")
     fallback = _FROM_CODE.get(err.code(), E.InfraError)
     if fallback is E.TransportError:
         return E.TransportError(f"{what}: service unreachable ({details})")
@@ -102,7 +114,9 @@ def handles_errors(
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
             return await fn(self, request, context)
-        except (E.MegaFlowError, ValidationError, ValueError) as exc:
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
             await abort_with(context, exc)
 
     return wrapper
@@ -120,7 +134,9 @@ def streams_errors(
         try:
             async for item in fn(self, request, context):
                 yield item
-        except (E.MegaFlowError, ValidationError, ValueError) as exc:
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
             await abort_with(context, exc)
 
     return wrapper
