@@ -17,7 +17,8 @@ import yaml
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
-from megaflow.rpc.config import RESERVED_PORTS
+from megaflow.rpc.cluster import SERVABLE, check_health
+from megaflow.rpc.config import RESERVED_PORTS, ClusterConfig
 from megaflow.rpc.local_cluster import members
 from tests.rpc.test_environment_grpc import _self_signed
 
@@ -138,3 +139,23 @@ def test_bad_cluster_config_names_the_field(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "scheduler.port" in result.output
     assert "Ray" in result.output
+
+
+async def test_serve_all_runs_every_service_in_one_process(tmp_path: Path) -> None:
+    data = {
+        "auth": {"token": "t" * 32},
+        "scheduler": {"port": free_port()},
+        "environment": {"port": free_port(), "runtime": {"type": "dummy"}},
+        "agent": {"port": free_port(), "executor": "noop"},
+        "model": {"port": free_port(), "http_port": free_port()},
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = ClusterConfig.model_validate(data)
+    proc = subprocess.Popen([*CLI, "serve", "all", "--config", str(path)], cwd=tmp_path)
+    try:
+        for service in SERVABLE:
+            await check_health(cfg, service, "t" * 32, timeout=60)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0  # SIGTERM stops it cleanly
