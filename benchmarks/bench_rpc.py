@@ -78,6 +78,7 @@ class Server:
             "auth": {"token_file": str(tmp / "token")},
             "scheduler": {
                 "port": free_port(),
+                "executor": "noop",
                 "config": {"max_concurrency": 64},
                 "storage": {"metadata": {"type": "sqlite", "path": str(tmp / "meta.db")}},
             },

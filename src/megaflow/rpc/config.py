@@ -106,7 +106,7 @@ class EnvironmentEndpoint(_Endpoint):
 class SchedulerEndpoint(_Endpoint):
     port: int = 20051
     executor: Literal["noop", "sleep", "agent"] = Field(
-        "noop",
+        "agent",
         description="What runs a task attempt: 'agent' sends it to the Agent service; 'noop' "
         "succeeds at once and 'sleep' holds its slot for payload['sleep_s'] seconds, both in "
         "this process (control-plane tests, benchmarks).",
