@@ -60,7 +60,7 @@ CASES = {
 async def test_bad_model_backend(case: str, tmp_path: Path) -> None:
     behave, state, kind, n_attempts, n_requests, message = CASES[case]
     with flaky_openai(behave) as server:
-        model = openai_model(server.base_url, timeout_s=1.5)
+        model = openai_model(server.base_url, timeout_s=3)
         cfg = parse_config(inline_job(tmp_path, model))
         async with Job(cfg) as job:
             await job.submit()
