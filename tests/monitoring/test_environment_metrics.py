@@ -41,6 +41,9 @@ async def test_runtime_and_pool_report_metrics(
         sb = await pool.acquire(EnvironmentSpec(), owner="t1")
         await sb.exec("true")
         await sb.exec("sleep 5", timeout=0.2)
+        await rt.collect_stats()
+        assert value(reg, "megaflow_sandbox_memory_bytes", runtime="local", sandbox=sb.id) > 0
+        assert value(reg, "megaflow_sandbox_cpu_seconds", runtime="local", sandbox=sb.id) > 0
         assert value(reg, "megaflow_sandboxes", runtime="local", state="ready") == 1
         await pool.release(sb)
     with pytest.raises(Exception, match="setup"):
@@ -52,5 +55,11 @@ async def test_runtime_and_pool_report_metrics(
     assert value(reg, "megaflow_sandbox_teardown_seconds_count", runtime="local") == 2
     assert value(reg, "megaflow_sandbox_failures_total", runtime="local", kind="timeout") == 1
     assert value(reg, "megaflow_sandbox_failures_total", runtime="local", kind="start") == 1
+    assert (
+        reg.get_sample_value(
+            "megaflow_sandbox_memory_bytes", {"runtime": "local", "sandbox": sb.id}
+        )
+        is None
+    )  # forgotten once destroyed
     for state in ("starting", "ready", "busy", "stopped"):
         assert value(reg, "megaflow_sandboxes", runtime="local", state=state) == 0

@@ -52,6 +52,18 @@ class EnvironmentMetrics:
             ["runtime", "kind"],
             registry=registry,
         )
+        self.sandbox_cpu = Gauge(
+            "megaflow_sandbox_cpu_seconds",
+            "CPU time used by one sandbox so far.",
+            ["runtime", "sandbox"],
+            registry=registry,
+        )
+        self.sandbox_memory = Gauge(
+            "megaflow_sandbox_memory_bytes",
+            "Memory used by one sandbox.",
+            ["runtime", "sandbox"],
+            registry=registry,
+        )
         self.image_load_seconds = Histogram(
             "megaflow_sandbox_image_load_seconds",
             "Time to prepare an image on first use (unpack, load or pull).",
@@ -59,6 +71,20 @@ class EnvironmentMetrics:
             buckets=_START_BUCKETS,
             registry=registry,
         )
+
+    def sandbox_usage(
+        self, runtime: str, sandbox_id: str, cpu_seconds: float, memory_bytes: int
+    ) -> None:
+        """Per-sandbox CPU and memory, as last read from its cgroups."""
+        self.sandbox_cpu.labels(runtime, sandbox_id).set(cpu_seconds)
+        self.sandbox_memory.labels(runtime, sandbox_id).set(memory_bytes)
+
+    def sandbox_gone(self, runtime: str, sandbox_id: str) -> None:
+        for gauge in (self.sandbox_cpu, self.sandbox_memory):
+            try:
+                gauge.remove(runtime, sandbox_id)
+            except KeyError:
+                pass
 
     def moved(self, runtime: str, old: str | None, new: str | None) -> None:
         """A sandbox changed state (None: it did not exist before / exists no more)."""

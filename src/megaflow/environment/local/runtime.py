@@ -92,6 +92,16 @@ class LocalRuntime(Runtime):
         while True:
             await asyncio.sleep(self.cfg.reap_interval_s)
             await self.reap_orphans()
+            await self.collect_stats()
+
+    async def collect_stats(self) -> None:
+        """Publish every live sandbox's CPU and memory to the metrics."""
+        if self.metrics is None:
+            return
+        for sb in list(self.sandboxes.values()):
+            if sb.info.state in ("ready", "busy"):
+                st = await sb.stats()
+                self.metrics.sandbox_usage(self.name, sb.id, st.cpu_seconds, st.memory_bytes)
 
     async def stop(self) -> None:
         if self._reap_task is not None:

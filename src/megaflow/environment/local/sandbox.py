@@ -180,6 +180,7 @@ class LocalSandbox(Sandbox):
                 self._on_gone(self)
                 if self.metrics is not None:
                     self.metrics.moved("local", "stopped", None)
+                    self.metrics.sandbox_gone("local", self.id)
                     self.metrics.teardown_seconds.labels("local").observe(time.perf_counter() - t0)
 
 
