@@ -30,6 +30,12 @@ async def test_cannot_read_root_home(sandbox: LocalSandbox) -> None:
     assert result.exit_code != 0
 
 
+async def test_cannot_read_host_secrets(sandbox: LocalSandbox) -> None:
+    assert Path("/etc/shadow").stat().st_size > 0
+    result = await sandbox.exec("cat /etc/shadow /etc/gshadow; ls -A /etc/ssh 2>/dev/null")
+    assert result.stdout == ""
+
+
 async def test_cannot_read_project_checkout(sandbox: LocalSandbox) -> None:
     assert (CHECKOUT / "pyproject.toml").exists()
     result = await sandbox.exec(f"cat {CHECKOUT}/pyproject.toml; ls -A {CHECKOUT}")

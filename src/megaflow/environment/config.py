@@ -25,7 +25,7 @@ class LocalRuntimeConfig(_Cfg):
         4096, ge=1, description="Size limit of unpacked root filesystem images (LRU)."
     )
     hide: list[str] = Field(
-        default_factory=lambda: ["/home"],
+        default_factory=lambda: ["/home", "/etc/shadow", "/etc/gshadow", "/etc/ssh"],
         description="Host paths hidden from 'host' image sandboxes (/root always is).",
     )
     hide_checkout: bool = Field(
