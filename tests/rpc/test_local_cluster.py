@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import ssl
@@ -17,9 +18,12 @@ import yaml
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.rpc.cluster import SERVABLE, check_health
 from megaflow.rpc.config import RESERVED_PORTS, ClusterConfig
 from megaflow.rpc.local_cluster import members
+from megaflow.rpc.scheduler_client import GrpcControlPlane
 from tests.rpc.test_environment_grpc import _self_signed
 
 CLI = [sys.executable, "-c", "from megaflow.cli.main import main; main()"]
@@ -159,3 +163,46 @@ async def test_serve_all_runs_every_service_in_one_process(tmp_path: Path) -> No
     finally:
         proc.terminate()
         assert proc.wait(30) == 0  # SIGTERM stops it cleanly
+
+
+@pytest.mark.slow
+async def test_a_restarted_scheduler_service_resumes_its_runs(tmp_path: Path) -> None:
+    token = "t" * 32
+    data = {
+        "auth": {"token": token},
+        "scheduler": {
+            "port": free_port(),
+            "executor": "sleep",
+            "config": {"max_concurrency": 1, "retry": {"base_s": 0.1, "max_s": 0.5}},
+            "storage": {"metadata": {"type": "sqlite", "path": str(tmp_path / "meta.db")}},
+        },
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = ClusterConfig.model_validate(data)
+    command = [*CLI, "serve", "scheduler", "--config", str(path)]
+    first = subprocess.Popen(command, cwd=tmp_path)
+    second = None
+    try:
+        await check_health(cfg, "scheduler", token, timeout=60)
+        tasks = [TaskSpec(id=f"t{i}", run_id="r1", payload={"sleep_s": 0.5}) for i in range(4)]
+        async with (
+            GrpcControlPlane(cfg.scheduler.target, token) as cp,
+            await cp.watch(run_id="r1", kinds=["task_finished"]) as finished,
+        ):
+            await cp.submit_run(RunSpec(id="r1", name="r1"), tasks)
+            await asyncio.wait_for(anext(aiter(finished)), timeout=60)  # one done, one running
+        first.kill()  # SIGKILL: no chance to clean up
+        first.wait()
+        second = subprocess.Popen(command, cwd=tmp_path)
+        await check_health(cfg, "scheduler", token, timeout=60)
+        async with GrpcControlPlane(cfg.scheduler.target, token) as cp:
+            status = await asyncio.wait_for(cp.wait("r1"), timeout=60)
+            records = await cp.list_tasks("r1")
+        assert status.counts == {TaskState.SUCCEEDED: 4}
+        assert sorted(r.id for r in records) == ["t0", "t1", "t2", "t3"]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
