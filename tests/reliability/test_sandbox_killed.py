@@ -24,7 +24,7 @@ from megaflow.core.tasks import ErrorKind
 from megaflow.environment.local.records import SandboxRecord
 from tests.environment.conftest import descendants
 from tests.reliability.jobs import inline_job, openai_model
-from tests.reliability.ledger import check_ledger, read_ledger
+from tests.reliability.ledger import check_ledger, integrity_check, read_ledger
 from tests.reliability.openai_server import flaky_openai
 
 
@@ -75,3 +75,4 @@ async def test_killed_sandbox_is_an_infra_failure_and_retried(victim: str, tmp_p
     # the killed sandbox is gone: its bubblewrap process and its directory
     assert not (tmp_path / "sb" / "boxes" / rec.id).exists()
     assert rec.bwrap_pid not in descendants(os.getpid())
+    assert integrity_check(tmp_path / "m.db") == "ok"
