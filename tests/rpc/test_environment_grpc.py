@@ -209,3 +209,10 @@ async def test_the_private_tmp_is_allowed(env_server: RpcServer, token: str) -> 
         await sb.write_file("/tmp/gold.patch", b"diff")
         assert (await sb.exec("cat /tmp/gold.patch")).stdout == "diff"
         assert await sb.read_file("/tmp/gold.patch") == b"diff"
+
+
+async def test_a_port_in_use_is_refused_not_shared(env_server: RpcServer, token: str) -> None:
+    second = RpcServer(token, port=env_server.port)
+    with pytest.raises(TransportError, match="in use"):
+        await second.start()
+    await second.stop(None)

@@ -103,7 +103,12 @@ class RpcServer:
         self.host, self.port, self.tls = host, port, tls
         self._server = grpc.aio.server(
             interceptors=[BearerAuthInterceptor(token)],
-            options=channel_options(max_message_bytes) + server_keepalive(keepalive_s),
+            # No SO_REUSEPORT: a second server on a port in use must fail, not share it.
+            options=[
+                *channel_options(max_message_bytes),
+                *server_keepalive(keepalive_s),
+                ("grpc.so_reuseport", 0),
+            ],
         )
         self._health = _Health()
         common_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)  # type: ignore[no-untyped-call]
@@ -122,15 +127,20 @@ class RpcServer:
     async def start(self) -> int:
         """Bind and start serving; returns the bound port (useful with port 0)."""
         address = f"{self.host}:{self.port}"
-        if self.tls is None:
-            bound = self._server.add_insecure_port(address)
-        else:
-            if not (self.tls.cert_file and self.tls.key_file):
-                raise ConfigError("a TLS server needs tls.cert_file and tls.key_file")
-            creds = grpc.ssl_server_credentials(
-                [(_read(self.tls.key_file, "key"), _read(self.tls.cert_file, "certificate"))]
-            )
-            bound = self._server.add_secure_port(address, creds)
+        try:
+            if self.tls is None:
+                bound = self._server.add_insecure_port(address)
+            else:
+                if not (self.tls.cert_file and self.tls.key_file):
+                    raise ConfigError("a TLS server needs tls.cert_file and tls.key_file")
+                creds = grpc.ssl_server_credentials(
+                    [(_read(self.tls.key_file, "key"), _read(self.tls.cert_file, "certificate"))]
+                )
+                bound = self._server.add_secure_port(address, creds)
+        except RuntimeError as exc:  # grpc raises it when it cannot bind
+            raise TransportError(
+                f"cannot listen on {address}: {exc}; is the port in use?"
+            ) from None
         bound = int(bound)
         if not bound:
             raise TransportError(f"cannot listen on {address}; is the port in use?")
