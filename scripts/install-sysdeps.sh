@@ -16,6 +16,7 @@ NEEDED=(
   "redis-server:redis-server"
   "redis-cli:redis-tools"
   "promtool:prometheus"
+  "openssl:openssl"
 )
 
 missing=()
