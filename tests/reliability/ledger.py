@@ -12,6 +12,7 @@ from pathlib import Path
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, ErrorKind, TaskRecord, TaskResult
 from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.sqlite import SqliteMetadataStore
 
 TERMINAL = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.TIMED_OUT, TaskState.CANCELLED)
 
@@ -43,6 +44,13 @@ async def read_ledger(md: MetadataStore, run_id: str) -> Ledger:
         results[res.task_id] = res
     attempts = {tid: await md.list_attempts(tid) for tid in tasks}
     return Ledger(tasks, results, attempts)
+
+
+async def ledger_of(db: Path, run_id: str) -> Ledger:
+    """The books of a run in a SQLite file another process wrote."""
+    md = SqliteMetadataStore(db)
+    async with md:
+        return await read_ledger(md, run_id)
 
 
 def check_ledger(led: Ledger, submitted: int) -> None:

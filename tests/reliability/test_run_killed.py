@@ -26,20 +26,13 @@ import yaml
 
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.core.tasks import ErrorKind
-from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.conftest import LeakCheck
 from tests.reliability.jobs import inline_job, openai_model
-from tests.reliability.ledger import Ledger, check_ledger, integrity_check, read_ledger
+from tests.reliability.ledger import check_ledger, integrity_check, ledger_of
 from tests.reliability.openai_server import flaky_openai, step_of
 
 N = 10
 CLI = [sys.executable, "-m", "megaflow.cli.main"]
-
-
-async def ledger_of(db: Path, run_id: str) -> Ledger:
-    md = SqliteMetadataStore(db)
-    async with md:
-        return await read_ledger(md, run_id)
 
 
 def peek(db: Path) -> tuple[str | None, int, int]:

@@ -36,15 +36,9 @@ from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.conftest import LeakCheck
 from tests.reliability.faults import SandboxTaskExecutor
 from tests.reliability.jobs import inline_job, openai_model
-from tests.reliability.ledger import Ledger, check_ledger, integrity_check, read_ledger
+from tests.reliability.ledger import check_ledger, integrity_check, ledger_of, read_ledger
 from tests.reliability.services import free_port, served
 from tests.scheduler.helpers import until
-
-
-async def ledger_of(db: Path, run_id: str) -> Ledger:
-    md = SqliteMetadataStore(db)
-    async with md:
-        return await read_ledger(md, run_id)
 
 
 def counts_in(db: Path) -> dict[str, int]:
