@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
@@ -57,6 +58,26 @@ def test_ls_shows_orphans_and_gc_removes_them(tmp_path: Path) -> None:
     assert list((root / "boxes").iterdir()) == []
 
 
+def _reap(pid: int, out: bytes) -> int:
+    """Wait for the CLI to exit; kill it (and fail) if it hangs, so the test
+    never blocks the suite."""
+    import os
+    import signal
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)
+    time.sleep(2)
+    if os.waitpid(pid, os.WNOHANG)[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    raise pytest.fail.Exception(f"megaflow sandbox shell did not exit; it printed: {out[-2000:]!r}")
+
+
 def test_shell_on_a_real_terminal(tmp_path: Path) -> None:
     """Run the CLI on a pseudo-terminal, as a person would, and type into it."""
     import os
@@ -86,7 +107,7 @@ def test_shell_on_a_real_terminal(tmp_path: Path) -> None:
                 os.write(fd, b"echo $((6*7)); tty\nexit 5\n")
                 typed = True
     finally:
-        _, status = os.waitpid(pid, 0)
+        status = _reap(pid, out)
         os.close(fd)
     assert b"42" in out, out
     assert b"/dev/pts/" in out

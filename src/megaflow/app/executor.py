@@ -96,13 +96,6 @@ class AgentExecutor(TaskExecutor):
             await asyncio.shield(self._release(sandbox, broken))
 
     async def _release(self, sandbox: Sandbox, broken: bool) -> None:
-        if self.metrics is not None:
-            try:
-                stats = await sandbox.stats()
-                self.metrics.sandbox_usage(sandbox.id, stats.cpu_seconds, stats.memory_bytes)
-            except Exception:  # stats are best effort; the release must happen
-                pass
-            self.metrics.sandbox_gone(sandbox.id)
         await self.pool.release(sandbox, broken=broken)
 
     async def _attempt(

@@ -2,8 +2,9 @@
 
 What the scheduler and the sandboxes cannot see on their own: how the runs
 are doing (success rate, reward), how long tasks take per run and task type
-and how much that varies (the coefficient of variation, std / mean), what
-the model costs (request latency, tokens), and what each live sandbox uses.
+and how much that varies (the coefficient of variation, std / mean), and what
+the model costs (request latency, tokens). Per-sandbox CPU and memory are the
+runtime's (megaflow.monitoring.environment).
 """
 
 from __future__ import annotations
@@ -82,20 +83,6 @@ class JobMetrics:
             namespace="megaflow",
             registry=r,
         )
-        self.sandbox_cpu = Gauge(
-            "sandbox_cpu_seconds",
-            "CPU time used by a live sandbox.",
-            ["sandbox"],
-            namespace="megaflow",
-            registry=r,
-        )
-        self.sandbox_memory = Gauge(
-            "sandbox_memory_bytes",
-            "Memory used by a live sandbox.",
-            ["sandbox"],
-            namespace="megaflow",
-            registry=r,
-        )
         self._runs: dict[tuple[str, str], _Moments] = {}
         self._totals: dict[str, _Moments] = {}
 
@@ -121,14 +108,3 @@ class JobMetrics:
         self.model_seconds.labels(run).observe(seconds)
         self.model_tokens.labels(run, "prompt").inc(prompt)
         self.model_tokens.labels(run, "completion").inc(completion)
-
-    def sandbox_usage(self, sandbox: str, cpu_seconds: float, memory_bytes: int) -> None:
-        self.sandbox_cpu.labels(sandbox).set(cpu_seconds)
-        self.sandbox_memory.labels(sandbox).set(memory_bytes)
-
-    def sandbox_gone(self, sandbox: str) -> None:
-        for gauge in (self.sandbox_cpu, self.sandbox_memory):
-            try:
-                gauge.remove(sandbox)
-            except KeyError:
-                pass
