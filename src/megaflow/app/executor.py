@@ -82,10 +82,11 @@ class AgentExecutor(TaskExecutor):
         )
         broken = True
         try:
+            start_s = time.perf_counter() - t0
             if instance is not None:
                 await prepare_sandbox(sandbox, instance)
-            start_s = time.perf_counter() - t0
-            result = await self._attempt(ctx, arm, sandbox, start_s)
+            prepare_s = time.perf_counter() - t0 - start_s
+            result = await self._attempt(ctx, arm, sandbox, start_s, prepare_s)
             broken = False
             return result
         except BaseException as exc:
@@ -99,7 +100,7 @@ class AgentExecutor(TaskExecutor):
         await self.pool.release(sandbox, broken=broken)
 
     async def _attempt(
-        self, ctx: TaskContext, arm: Arm, sandbox: Sandbox, start_s: float
+        self, ctx: TaskContext, arm: Arm, sandbox: Sandbox, start_s: float, prepare_s: float
     ) -> TaskResult:
         task = ctx.spec
         prefix = artifact_prefix(task, ctx.attempt)
@@ -132,7 +133,9 @@ class AgentExecutor(TaskExecutor):
         reward = report.reward if report else float(success)
         if self.metrics is not None:
             kind = str(traj.meta.get("task_type") or (task.type.value if task.type else "eval"))
-            self.metrics.task_done(task.run_id, kind, start_s + agent_s + grade_s, success, reward)
+            self.metrics.task_done(
+                task.run_id, kind, start_s + prepare_s + agent_s + grade_s, success, reward
+            )
             for call in traj.model_calls:
                 self.metrics.model_call(
                     task.run_id, call.duration_s, call.prompt_tokens, call.completion_tokens
@@ -143,6 +146,7 @@ class AgentExecutor(TaskExecutor):
             reward=reward,
             metrics={
                 "sandbox_start_s": start_s,
+                "prepare_s": prepare_s,
                 "agent_s": agent_s,
                 "grade_s": grade_s,
                 "steps": float(len(traj.model_calls)),

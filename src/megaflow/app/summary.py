@@ -65,7 +65,9 @@ def _outcome(rec: TaskRecord, res: TaskResult | None) -> SampleOutcome:
         reward=res.reward if res else 0.0,
         steps=int(m.get("steps", 0)),
         tokens=int(m.get("tokens", 0)),
-        duration_s=sum(m.get(k, 0.0) for k in ("sandbox_start_s", "agent_s", "grade_s")),
+        duration_s=sum(
+            m.get(k, 0.0) for k in ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
+        ),
         error_kind=(res.error_kind.value if res and res.error_kind else None)
         if rec.state is TaskState.SUCCEEDED
         else rec.state.value,

@@ -99,18 +99,24 @@ async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
 
 def _print(job: Job, s: JobSummary) -> None:
     table = Table(title=f"job {job.run_id}")
-    for col in ("arm", "samples", "resolved", "pass@k", "reward", "errors",
-                "task P50/P99", "start P50/P99"):  # fmt: skip
-        table.add_column(col, justify="right" if col != "arm" else "left", no_wrap=True)
+    table.add_column("figure", no_wrap=True)
     for a in s.arms:
-        m = a.metrics
-        passk = " ".join(f"@{k}:{v:.0%}" for k, v in m.pass_at_k.items())
-        table.add_row(
-            a.arm, str(a.total), f"{a.resolved:.1%}", passk,
-            f"{m.reward_mean:.2f}±{m.reward_std:.2f}", str(m.errors),
-            f"{a.task_p50_s:.1f}/{a.task_p99_s:.1f} s",
-            f"{a.start_p50_s * 1000:.0f}/{a.start_p99_s * 1000:.0f} ms",
-        )  # fmt: skip
+        table.add_column(a.arm, justify="right", no_wrap=True)
+    ks = sorted({k for a in s.arms for k in a.metrics.pass_at_k})
+    rows: list[tuple[str, list[str]]] = [
+        ("samples (tasks x samples)", [f"{a.total} ({a.metrics.tasks} x {job.cfg.samples})"
+                                       for a in s.arms]),
+        ("resolved", [f"{a.resolved:.1%}" for a in s.arms]),
+        *((f"pass@{k}", [f"{a.metrics.pass_at_k.get(k, 0.0):.1%}" for a in s.arms]) for k in ks),
+        ("reward mean ± std", [f"{a.metrics.reward_mean:.2f} ± {a.metrics.reward_std:.2f}"
+                               for a in s.arms]),
+        ("errors", [str(a.metrics.errors) for a in s.arms]),
+        ("task time P50 / P99", [f"{a.task_p50_s:.2f} / {a.task_p99_s:.2f} s" for a in s.arms]),
+        ("sandbox start P50 / P99",
+         [f"{a.start_p50_s * 1000:.1f} / {a.start_p99_s * 1000:.1f} ms" for a in s.arms]),
+    ]  # fmt: skip
+    for name, cells in rows:
+        table.add_row(name, *cells)
     console.print(table)
     console.print(f"{s.finished} tasks in {s.wall_s:.1f} s: throughput {s.throughput:.2f} tasks/s")
     for name, ok, got in s.checks:
