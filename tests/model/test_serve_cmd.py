@@ -12,14 +12,16 @@ import time
 from pathlib import Path
 
 import openai
+import pytest
 
 
 def test_serve_model_process_answers_and_stops_cleanly(tmp_path: Path) -> None:
     cfg = tmp_path / "gateway.yaml"
     cfg.write_text("host: 127.0.0.1\nport: 0\nmodel:\n  type: replay\n  play: empty\n")
     code = "from megaflow.cli.main import main; main()"
+    token_file = tmp_path / "token"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "serve-model", str(cfg)],
+        [sys.executable, "-c", code, "serve-model", str(cfg), "--token-file", str(token_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -34,7 +36,13 @@ def test_serve_model_process_answers_and_stops_cleanly(tmp_path: Path) -> None:
             assert line or proc.poll() is None, "serve-model exited early"
         match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
         assert match, line
-        client = openai.OpenAI(base_url=match.group(1), api_key="x", max_retries=0)
+        token = token_file.read_text().strip()
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        anonymous = openai.OpenAI(base_url=match.group(1), api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            anonymous.models.list()
+        anonymous.close()
+        client = openai.OpenAI(base_url=match.group(1), api_key=token, max_retries=0)
         assert [m.id for m in client.models.list().data] == ["replay-empty"]
         out = client.chat.completions.create(
             model="replay-empty@t1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from pathlib import Path
 
@@ -26,20 +27,23 @@ def _load(config: Path | None) -> GatewayConfig:
         fail(f"{config} is not a gateway config: {exc}")
 
 
-async def _serve(cfg: GatewayConfig) -> None:
+async def _serve(cfg: GatewayConfig, token: str, token_file: Path) -> None:
     from megaflow.model.factory import make_model_service
     from megaflow.model.gateway import GatewayServer
+    from megaflow.rpc.auth import BearerAuthMiddleware
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     service = make_model_service(cfg.model)
-    async with GatewayServer(service, cfg.host, cfg.port) as gw:
+    wrap = functools.partial(BearerAuthMiddleware, token=token)
+    async with GatewayServer(service, cfg.host, cfg.port, wrap=wrap) as gw:
         console.print(
             f"model gateway serving [bold]{service.name}[/] ({cfg.model.type}) at {gw.base_url}",
             highlight=False,
         )
+        console.print(f"clients send `Authorization: Bearer <token>`; the token is in {token_file}")
         await stop.wait()
     console.print(f"stopped after {service.calls_total} calls ({service.errors_total} errors)")
 
@@ -53,6 +57,10 @@ def serve_model(
     ),
     model: str | None = typer.Option(None, help="Upstream model name for --base-url."),
     play: str | None = typer.Option(None, help="Replay backend: 'gold' or 'empty'."),
+    token_file: Path = typer.Option(
+        Path(".megaflow/model-token"),
+        help="Bearer token every request must carry; generated (mode 0600) if absent.",
+    ),
 ) -> None:
     """Run the OpenAI-compatible, recording model gateway until interrupted."""
     cfg = _load(config)
@@ -68,4 +76,11 @@ def serve_model(
         cfg.host = host
     if port is not None:
         cfg.port = port
-    asyncio.run(_serve(cfg))
+    from megaflow.core.errors import ConfigError
+    from megaflow.rpc.auth import load_or_create_token
+
+    try:
+        token = load_or_create_token(token_file)
+    except ConfigError as exc:
+        fail(str(exc))
+    asyncio.run(_serve(cfg, token, token_file))

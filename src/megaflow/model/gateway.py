@@ -21,7 +21,7 @@ import json
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -197,11 +197,14 @@ class GatewayServer:
         port: int = 0,
         *,
         owns_service: bool = True,
+        wrap: Callable[[Any], Any] | None = None,
     ) -> None:
         self.service = service
         self.host = host
         self.port = port
         self.owns_service = owns_service
+        self.wrap = wrap
+        """Wraps the ASGI app, e.g. in a bearer-token check."""
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
@@ -219,8 +222,9 @@ class GatewayServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.host, self.port))
         self.port = self._sock.getsockname()[1]
+        app = create_app(self.service)
         config = uvicorn.Config(
-            create_app(self.service),
+            self.wrap(app) if self.wrap is not None else app,
             log_level="warning",
             lifespan="off",
             access_log=False,
