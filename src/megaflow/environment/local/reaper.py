@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from megaflow.environment.local.cgroups import CgroupLayout, remove_groups
-from megaflow.environment.local.records import SandboxRecord, key_alive
+from megaflow.environment.local.records import SandboxRecord, key_alive, remove_sandbox_dir
 
 STRAY_DIR_AGE_S = 300  # a directory without a record younger than this may still be starting
 
@@ -75,7 +74,7 @@ class Reaper:
     def _remove_dir(self, directory: Path) -> None:
         for point in mounts_below(directory):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_sandbox_dir(directory)
 
     def _reap_cgroups(self) -> None:
         if self.layout is None:

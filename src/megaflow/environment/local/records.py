@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,3 +62,21 @@ class SandboxRecord:
 
     def bwrap_alive(self) -> bool:
         return self.bwrap_pid is not None and start_time(self.bwrap_pid) == self.bwrap_started
+
+
+def remove_sandbox_dir(sandbox_dir: Path) -> None:
+    """Remove a sandbox directory with its record last, so that a crash midway
+    leaves a directory whose maker the reaper still knows (a directory without
+    a record is left alone for a while: it may be a sandbox still starting)."""
+    try:
+        entries = list(sandbox_dir.iterdir())
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.name == RECORD:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    shutil.rmtree(sandbox_dir, ignore_errors=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from megaflow.environment.abstract import (
 from megaflow.environment.local import workspace
 from megaflow.environment.local.cgroups import SandboxCgroup
 from megaflow.environment.local.channel import Channel, Reply
+from megaflow.environment.local.records import remove_sandbox_dir
 from megaflow.monitoring.environment import EnvironmentMetrics
 
 HOST_GRACE_S = 15.0  # how much longer than a command's timeout the host waits for its reply
@@ -171,7 +171,7 @@ class LocalSandbox(Sandbox):
                     await self.proc.wait()
                 if self.cgroup is not None:
                     await asyncio.to_thread(self.cgroup.remove)
-                await asyncio.to_thread(shutil.rmtree, self.dir, True)
+                await asyncio.to_thread(remove_sandbox_dir, self.dir)
             except BaseException:
                 if self.metrics is not None:
                     self.metrics.failed("local", "teardown")
