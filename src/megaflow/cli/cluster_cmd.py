@@ -74,7 +74,7 @@ def serve(
             tls = "TLS" if cfg.tls else "plaintext"
             console.print(f"{name} service listening on {target} ({tls})", highlight=False)
 
-        from megaflow.cli.cluster_app import ClusterAgentExecutor
+        from megaflow.app.cluster import ClusterAgentExecutor
 
         await serve_services(chosen, cfg, token, stop, ready, ClusterAgentExecutor.from_cluster)
 
@@ -146,7 +146,7 @@ def submit(
     cluster_config: Path | None = typer.Option(None, "--cluster-config", help="For its token."),
 ) -> None:
     """Submit the run described by CONFIG to a running cluster."""
-    from megaflow.cli.cluster_app import runs_of
+    from megaflow.app.cluster import runs_of
     from megaflow.config.loader import load_config
     from megaflow.rpc.scheduler_client import GrpcControlPlane
 

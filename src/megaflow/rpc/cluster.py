@@ -15,14 +15,18 @@ import contextlib
 from collections.abc import Callable
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from megaflow.core.errors import ConfigError, TransportError
 from megaflow.environment.factory import make_runtime
+from megaflow.monitoring.environment import EnvironmentMetrics
+from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import BearerAuthMiddleware
 from megaflow.rpc.config import ClusterConfig, Service
 from megaflow.rpc.control import LocalControlPlane
 from megaflow.rpc.environment_server import EnvironmentServicer
+from megaflow.rpc.metrics_http import ModelServiceCollector, serve_metrics
 from megaflow.rpc.model_control import LocalModelControl, ModelControlServicer
 from megaflow.rpc.scheduler_server import SchedulerServicer
 from megaflow.rpc.server import RpcServer, check_once, open_channel
@@ -34,8 +38,9 @@ from megaflow.storage.factory import Stores
 
 SERVABLE: tuple[Service, ...] = ("environment", "model", "agent", "scheduler")
 OnReady = Callable[[str, str], None]
-MakeExecutor = Callable[[ClusterConfig, str], TaskExecutor]
-"""Builds the agent service's executor from the cluster config and token (the app's)."""
+MakeExecutor = Callable[[ClusterConfig, str, CollectorRegistry], TaskExecutor]
+"""Builds the agent service's executor from the cluster config, token and the
+registry its metrics go to (the app's)."""
 
 
 def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
@@ -59,9 +64,9 @@ def _scheduler_executor(cfg: ClusterConfig, token: str) -> TaskExecutor:
 
 
 async def _serve_environment(
-    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, reg: CollectorRegistry
 ) -> RpcServer:
-    runtime = make_runtime(cfg.environment.runtime)
+    runtime = make_runtime(cfg.environment.runtime, metrics=EnvironmentMetrics(reg))
     await runtime.start()
     stack.push_async_callback(runtime.stop)
     servicer = EnvironmentServicer(runtime)
@@ -74,12 +79,15 @@ async def _serve_environment(
 
 
 async def _serve_scheduler(
-    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, reg: CollectorRegistry
 ) -> RpcServer:
     stores = Stores.from_config(cfg.scheduler.storage)
     await stores.start()
     stack.push_async_callback(stores.stop)
-    scheduler = Scheduler(cfg.scheduler.config, stores, _scheduler_executor(cfg, token))
+    scheduler = Scheduler(
+        cfg.scheduler.config, stores, _scheduler_executor(cfg, token),
+        metrics=SchedulerMetrics(reg),
+    )  # fmt: skip
     await scheduler.start()
     stack.push_async_callback(scheduler.stop)
     for run in await stores.metadata.list_runs():
@@ -92,12 +100,16 @@ async def _serve_scheduler(
 
 
 async def _serve_agent(
-    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, make: MakeExecutor | None
+    stack: contextlib.AsyncExitStack,
+    cfg: ClusterConfig,
+    token: str,
+    reg: CollectorRegistry,
+    make: MakeExecutor | None,
 ) -> RpcServer:
     if cfg.agent.executor == "app":
         if make is None:
             raise ConfigError("agent.executor 'app' needs the app layer; serve it from the CLI")
-        executor = make(cfg, token)
+        executor = make(cfg, token, reg)
     else:
         executor = _local_executor(cfg.agent.executor)
     await executor.start()
@@ -110,7 +122,7 @@ async def _serve_agent(
 
 
 async def _serve_model(
-    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str
+    stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, reg: CollectorRegistry
 ) -> RpcServer:
     import uvicorn
 
@@ -120,6 +132,12 @@ async def _serve_model(
     service = make_model_service(cfg.model.config)
     await service.start()
     stack.push_async_callback(service.stop)
+    reg.register(
+        ModelServiceCollector(
+            lambda: service.calls_total, lambda: service.errors_total,
+            lambda: service.router.outstanding,
+        )
+    )  # fmt: skip
     app = BearerAuthMiddleware(create_app(service), token)
     tls = cfg.tls
     ucfg = uvicorn.Config(
@@ -155,18 +173,23 @@ async def serve(
     on_ready: OnReady | None = None,
     agent_executor: MakeExecutor | None = None,
 ) -> None:
-    """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap."""
+    """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap.
+    Services with a ``metrics_port`` also serve this process's metrics there."""
+    registry = CollectorRegistry()
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
             if service == "agent":
-                server = await _serve_agent(stack, cfg, token, agent_executor)
+                server = await _serve_agent(stack, cfg, token, registry, agent_executor)
             else:
                 start = {
                     "environment": _serve_environment,
                     "scheduler": _serve_scheduler,
                     "model": _serve_model,
                 }[service]
-                server = await start(stack, cfg, token)
+                server = await start(stack, cfg, token, registry)
+            ep = cfg.endpoint(service)
+            if ep.metrics_port is not None:
+                await serve_metrics(stack, registry, ep.listen, ep.metrics_port, token, cfg.tls)
             if on_ready is not None:
                 on_ready(service, server.target)
         await stop.wait()

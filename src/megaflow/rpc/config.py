@@ -84,10 +84,21 @@ class _Endpoint(_Cfg):
         description="Address the server listens on ('0.0.0.0' for every interface); host if None.",
     )
 
+    metrics_port: int | None = Field(
+        None,
+        description="Serve this service's Prometheus metrics on http(s)://bind:PORT/metrics "
+        "(bearer token required); off if unset.",
+    )
+
     @field_validator("port")
     @classmethod
     def _port(cls, v: int) -> int:
         return check_port(v)
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _metrics_port(cls, v: int | None) -> int | None:
+        return None if v is None else check_port(v)
 
     @property
     def target(self) -> str:

@@ -14,6 +14,8 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from megaflow.agent.factory import make_agent
 from megaflow.app.executor import AgentExecutor, Arm
 from megaflow.app.job import CONTROL_SUFFIX, base_spec, new_run_id
@@ -24,6 +26,7 @@ from megaflow.core.tasks import RunSpec, TaskResult, TaskSpec
 from megaflow.environment.abstract import Runtime
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.factory import make_model_client
+from megaflow.monitoring.run import JobMetrics
 from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.environment_client import GrpcRuntime
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
@@ -40,20 +43,24 @@ class _RunParts:
 class ClusterAgentExecutor(TaskExecutor):
     """Runs attempts of any submitted run; parts of a run are built on its first task."""
 
-    def __init__(self, stores: Stores, runtime: Runtime) -> None:
+    def __init__(self, stores: Stores, runtime: Runtime, metrics: JobMetrics | None = None) -> None:
         self.stores = stores
         self.runtime = runtime
+        self.metrics = metrics
         self._runs: dict[str, _RunParts] = {}
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_cluster(cls, cfg: ClusterConfig, token: str) -> ClusterAgentExecutor:
+    def from_cluster(
+        cls, cfg: ClusterConfig, token: str, registry: CollectorRegistry | None = None
+    ) -> ClusterAgentExecutor:
         """Stores of the cluster's scheduler, sandboxes of its environment service."""
         runtime = GrpcRuntime(
             cfg.environment.target, token, cfg.tls, cfg.max_message_bytes,
             keepalive_s=cfg.keepalive_s,
         )  # fmt: skip
-        return cls(Stores.from_config(cfg.scheduler.storage), runtime)
+        metrics = JobMetrics(registry) if registry is not None else None
+        return cls(Stores.from_config(cfg.scheduler.storage), runtime, metrics)
 
     async def start(self) -> None:
         await self.stores.start()
@@ -83,7 +90,9 @@ class ClusterAgentExecutor(TaskExecutor):
             await arm.model.start()
             pool = SandboxPool(self.runtime, cfg.environment.mode, cfg.environment.pool)
             await pool.start()
-            executor = AgentExecutor(pool, {run_id: arm}, self.stores.artifacts, base_spec(cfg))
+            executor = AgentExecutor(
+                pool, {run_id: arm}, self.stores.artifacts, base_spec(cfg), self.metrics
+            )
             self._runs[run_id] = _RunParts(executor, pool, arm)
             return self._runs[run_id]
 
