@@ -51,7 +51,11 @@ class Reaper:
                     continue
                 record = SandboxRecord.load(entry)
                 if record is None:
-                    if now - entry.stat().st_mtime > STRAY_DIR_AGE_S:
+                    try:
+                        age = now - entry.stat().st_mtime
+                    except FileNotFoundError:
+                        continue  # another process removed its own sandbox meanwhile
+                    if age > STRAY_DIR_AGE_S:
                         self._remove_dir(entry)
                         count += 1
                     continue
