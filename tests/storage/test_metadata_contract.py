@@ -188,6 +188,22 @@ async def test_attempts_and_results(store: MetadataStore) -> None:
         await store.put_result(TaskResult(task_id="nope"))
 
 
+async def test_batched_attempts_and_results(store: MetadataStore) -> None:
+    await store.add_tasks(make_tasks("r1", 3))
+    attempts = [Attempt(task_id=f"r1/t{i}", number=n) for i in range(3) for n in (1, 2)]
+    await store.put_attempts(attempts)
+    await store.put_attempts([Attempt(task_id="r1/t0", number=2, error="again")])
+    assert [a.number for a in await store.list_attempts("r1/t1")] == [1, 2]
+    assert (await store.list_attempts("r1/t0"))[1].error == "again"
+    results = [TaskResult(task_id=f"r1/t{i}", success=i % 2 == 0, reward=i / 2) for i in range(3)]
+    await store.put_results(results)
+    assert await store.list_results("r1") == results
+    await store.put_attempts([])
+    await store.put_results([])
+    with pytest.raises(NotFound):
+        await store.put_results([TaskResult(task_id="r1/t0"), TaskResult(task_id="nope")])
+
+
 async def test_store_must_be_started(backend: Backend) -> None:
     with pytest.raises(StorageError, match="not started"):
         await backend.open().list_runs()

@@ -107,10 +107,8 @@ class StateWriter:
         results, self._results = self._results, []
         events, self._events = self._events, []
         store = self.store
-        for a in attempts:
-            await store.put_attempt(a)
-        for r in results:
-            await store.put_result(r)
+        await store.put_attempts(attempts)
+        await store.put_results(results)
         if transitions:
             self.flushes += 1
             try:

@@ -110,6 +110,16 @@ class MetadataStore(_Lifecycle):
     @abc.abstractmethod
     async def list_attempts(self, task_id: str) -> list[Attempt]: ...
 
+    async def put_attempts(self, attempts: Sequence[Attempt]) -> None:
+        """Insert or replace many attempts; backends may do it in one transaction."""
+        for a in attempts:
+            await self.put_attempt(a)
+
+    async def put_results(self, results: Sequence[TaskResult]) -> None:
+        """Store many results; backends may do it in one transaction."""
+        for r in results:
+            await self.put_result(r)
+
     @abc.abstractmethod
     async def put_result(self, result: TaskResult) -> None: ...
 

@@ -242,6 +242,49 @@ class SqliteMetadataStore(MetadataStore):
             (attempt.task_id, attempt.number, attempt.model_dump_json()),
         )
 
+    async def put_attempts(self, attempts: Sequence[Attempt]) -> None:
+        if not attempts:
+            return
+        self._in_transaction(
+            "INSERT OR REPLACE INTO attempts (task_id, number, body) VALUES (?, ?, ?)",
+            [(a.task_id, a.number, a.model_dump_json()) for a in attempts],
+        )
+
+    async def put_results(self, results: Sequence[TaskResult]) -> None:
+        if not results:
+            return
+        runs = self._runs_of([r.task_id for r in results])
+        missing = [r.task_id for r in results if r.task_id not in runs]
+        if missing:
+            raise NotFound(f"cannot store a result for unknown task {missing[0]!r}")
+        self._in_transaction(
+            "INSERT OR REPLACE INTO results (task_id, run_id, success, reward, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(r.task_id, runs[r.task_id], int(r.success), r.reward, r.model_dump_json())
+             for r in results],
+        )  # fmt: skip
+
+    def _in_transaction(self, sql: str, rows: list[tuple[object, ...]]) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _runs_of(self, ids: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        for i in range(0, len(unique), 500):
+            chunk = unique[i : i + 500]
+            rows = self.conn.execute(
+                f"SELECT id, run_id FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            out.update({str(r[0]): str(r[1]) for r in rows})
+        return out
+
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         rows = self.conn.execute(
             "SELECT body FROM attempts WHERE task_id = ? ORDER BY number", (task_id,)
