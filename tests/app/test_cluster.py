@@ -108,7 +108,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         megaflow("down", str(path), cwd=root)
 
 
-def run_config(tmp_path: Path, limit: int, control: bool, **extra: Any) -> Path:
+def run_config(tmp_path: Path, limit: int | None, control: bool, **extra: Any) -> Path:
     run: dict[str, Any] = {
         "name": "mini",
         "samples": 1,

@@ -170,3 +170,23 @@ async def test_hash_tagged_keys_share_a_slot_and_namespaces_spread(redis_cluster
             await q.stop()
     finally:
         await redis_client.close(client)
+
+
+async def test_queue_keeps_working_after_the_server_restarts(tmp_path: Any) -> None:
+    from tests.fixtures.servers import start_redis, stop
+
+    port = free_port()
+    server = start_redis(tmp_path / "r", port)
+    queue = RedisTaskQueue(f"redis://127.0.0.1:{port}/0", namespace="restart")
+    try:
+        await queue.start()
+        await queue.push([QueuedTask(spec=TaskSpec(id="a", run_id="r"), seq=1)])
+        server.kill()  # SIGKILL: the pooled connection is dead, the data gone
+        server.wait(10)
+        server = start_redis(tmp_path / "r", port)
+        # the first command after the restart must not fail on the stale socket
+        await queue.push([QueuedTask(spec=TaskSpec(id="b", run_id="r"), seq=2)])
+        assert [i.task_id for i in await queue.pop(10)] == ["b"]
+    finally:
+        await queue.stop()
+        stop(server)

@@ -37,13 +37,22 @@ def connect(url: str, *, cluster: bool = False) -> Any:
     that pydantic parses from bytes directly.
     """
     try:
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        # A server restart closes every pooled connection: retry on a fresh one
+        # instead of failing the first command that picks up a dead socket.
+        retry = Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5)
+        errors = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
         if cluster:
             from redis.asyncio.cluster import RedisCluster
 
-            return RedisCluster.from_url(url)
+            return RedisCluster.from_url(url, retry=retry, retry_on_error=errors)
         from redis.asyncio import Redis
 
-        return Redis.from_url(url)
+        return Redis.from_url(url, retry=retry, retry_on_error=errors)
     except ImportError as exc:
         raise ConfigError(
             "the redis queue and event bus need the 'redis' extra: pip install 'megaflow[redis]'"
