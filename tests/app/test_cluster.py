@@ -170,7 +170,7 @@ async def _kill_environment_mid_run(cluster: Cluster, run_id: str, root: Path) -
 
 
 def test_environment_service_killed_mid_run(cluster: Cluster, tmp_path: Path) -> None:
-    run_yaml = run_config(tmp_path, limit=6, control=False, max_attempts=5)
+    run_yaml = run_config(tmp_path, limit=6, control=False, max_attempts=20)
     submitted = cluster.submit(run_yaml)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = submitted.stdout.split("submitted run ", 1)[1].split(":", 1)[0]

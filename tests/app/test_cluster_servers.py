@@ -160,7 +160,7 @@ def _check_complete(cluster: ServerCluster, run_id: str, n: int) -> list[Any]:
 
 
 def test_redis_restarted_mid_run(cluster: ServerCluster, tmp_path: Path) -> None:
-    submitted = cluster.submit(run_config(tmp_path, limit=6, control=False, max_attempts=5))
+    submitted = cluster.submit(run_config(tmp_path, limit=6, control=False, max_attempts=20))
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = submitted.stdout.split("submitted run ", 1)[1].split(":", 1)[0]
 
@@ -179,7 +179,7 @@ def test_redis_restarted_mid_run(cluster: ServerCluster, tmp_path: Path) -> None
 
 def test_environment_service_killed_mid_run(cluster: ServerCluster, tmp_path: Path) -> None:
     # Last in the module: the environment service it restarts is stopped at its end.
-    submitted = cluster.submit(run_config(tmp_path, limit=6, control=False, max_attempts=5))
+    submitted = cluster.submit(run_config(tmp_path, limit=6, control=False, max_attempts=20))
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = submitted.stdout.split("submitted run ", 1)[1].split(":", 1)[0]
 
@@ -197,7 +197,9 @@ def test_environment_service_killed_mid_run(cluster: ServerCluster, tmp_path: Pa
                 )  # fmt: skip
             await check_health(cluster.cfg, "environment", cluster.token, timeout=60)
             status = await asyncio.wait_for(cp.wait(run_id), timeout=240)
-            assert status.counts == {TaskState.SUCCEEDED: status.total}
+            if status.counts != {TaskState.SUCCEEDED: status.total}:
+                tasks = await cp.list_tasks(run_id)
+                raise AssertionError(f"{status.counts}: {[(t.id, t.error) for t in tasks]}")
             return proc.pid
 
     pid = asyncio.run(go())

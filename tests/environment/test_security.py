@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,18 @@ from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.environment.local import LocalRuntime, LocalSandbox
 from tests.environment.conftest import local_runtime
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+
+@pytest.fixture(autouse=True)
+def checkout(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A git checkout the runtime is started in, made outside /tmp: a sandbox's
+    /tmp is private, so a checkout under /tmp would be hidden for that reason
+    alone and prove nothing about hiding the checkout itself."""
+    root = Path(tempfile.mkdtemp(prefix="megaflow-checkout-", dir="/var/tmp"))
+    (root / ".git").mkdir()
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = ["megaflow"]\n')
+    monkeypatch.chdir(root)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -36,16 +49,16 @@ async def test_cannot_read_host_secrets(sandbox: LocalSandbox) -> None:
     assert result.stdout == ""
 
 
-async def test_cannot_read_project_checkout(sandbox: LocalSandbox) -> None:
-    assert (CHECKOUT / "pyproject.toml").exists()
-    result = await sandbox.exec(f"cat {CHECKOUT}/pyproject.toml; ls -A {CHECKOUT}")
+async def test_cannot_read_project_checkout(sandbox: LocalSandbox, checkout: Path) -> None:
+    assert (checkout / "pyproject.toml").exists()
+    result = await sandbox.exec(f"cat {checkout}/pyproject.toml; ls -A {checkout}")
     assert "megaflow" not in result.stdout
     assert result.stdout.strip() == ""
 
 
-async def test_cannot_unmount_what_hides_host_paths(sandbox: LocalSandbox) -> None:
+async def test_cannot_unmount_what_hides_host_paths(sandbox: LocalSandbox, checkout: Path) -> None:
     result = await sandbox.exec(
-        f"umount {CHECKOUT}; umount -l {CHECKOUT}; mount -o remount,rw /; ls -A {CHECKOUT}"
+        f"umount {checkout}; umount -l {checkout}; mount -o remount,rw /; ls -A {checkout}"
     )
     assert result.stdout.strip() == ""
     assert "ermission denied" in result.stderr or "not permitted" in result.stderr
@@ -176,9 +189,9 @@ async def test_loopback_network_is_private(local: LocalRuntime) -> None:
         assert (await sb.exec(["python3", "-c", serve])).stdout == "own loopback ok\n"
 
 
-async def test_checkout_is_readable_only_when_given(tmp_path: Path) -> None:
+async def test_checkout_is_readable_only_when_given(tmp_path: Path, checkout: Path) -> None:
     rt = local_runtime(tmp_path, hide_checkout=False)
     async with rt, await rt.create(EnvironmentSpec()) as sb:
-        result = await sb.exec(f"head -c 11 {CHECKOUT}/pyproject.toml; touch {CHECKOUT}/x")
+        result = await sb.exec(f"head -c 11 {checkout}/pyproject.toml; touch {checkout}/x")
         assert result.stdout == "[build-syst"
         assert "Read-only file system" in result.stderr
