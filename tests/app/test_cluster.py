@@ -147,8 +147,22 @@ def test_cluster_run_matches_the_embedded_run(cluster: Cluster, tmp_path: Path) 
     assert len(list(artifacts.glob("*/tasks/**/attempt-1/grade.json"))) == 4
 
 
-async def _kill_environment_mid_run(cluster: Cluster, run_id: str, root: Path) -> int:
-    """SIGKILL the environment service while tasks run, start a new one; returns its pid."""
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the services a test started itself, also when it failed midway."""
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _kill_environment_mid_run(
+    cluster: Cluster, run_id: str, root: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    """SIGKILL the environment service while tasks run and start a new one
+    (added to ``started``, for the caller to stop)."""
     async with GrpcControlPlane(cluster.cfg.scheduler.target, cluster.token) as cp:
         for _ in range(600):
             if TaskState.RUNNING in (await cp.get_run(run_id)).counts:
@@ -163,10 +177,10 @@ async def _kill_environment_mid_run(cluster: Cluster, run_id: str, root: Path) -
                 [*CLI, "serve", "environment", "--config", str(cluster.path)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
+        started.append(proc)
         await check_health(cluster.cfg, "environment", cluster.token, timeout=60)
         status = await asyncio.wait_for(cp.wait(run_id), timeout=240)
         assert status.counts == {TaskState.SUCCEEDED: status.total}
-        return proc.pid
 
 
 def test_environment_service_killed_mid_run(cluster: Cluster, tmp_path: Path) -> None:
@@ -174,13 +188,11 @@ def test_environment_service_killed_mid_run(cluster: Cluster, tmp_path: Path) ->
     submitted = cluster.submit(run_yaml)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = submitted.stdout.split("submitted run ", 1)[1].split(":", 1)[0]
-    pid = 0
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        pid = asyncio.run(_kill_environment_mid_run(cluster, run_id, tmp_path))
+        asyncio.run(_kill_environment_mid_run(cluster, run_id, tmp_path, started))
     finally:
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
+        stop_all(started)
 
     async def records() -> tuple[list[Any], list[Any]]:
         async with SqliteMetadataStore(str(cluster.db)) as md:

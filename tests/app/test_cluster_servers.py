@@ -30,7 +30,7 @@ from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.postgres import PostgresMetadataStore
 from megaflow.storage.sqlite import SqliteMetadataStore
-from tests.app.test_cluster import CLI, megaflow, run_config
+from tests.app.test_cluster import CLI, megaflow, run_config, stop_all
 from tests.fixtures.servers import start_redis, stop
 from tests.rpc.test_local_cluster import free_port
 
@@ -183,7 +183,9 @@ def test_environment_service_killed_mid_run(cluster: ServerCluster, tmp_path: Pa
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     run_id = submitted.stdout.split("submitted run ", 1)[1].split(":", 1)[0]
 
-    async def go() -> int:
+    started: list[subprocess.Popen[bytes]] = []
+
+    async def go() -> None:
         async with GrpcControlPlane(cluster.cfg.scheduler.target, cluster.token) as cp:
             await _wait_running(cp, run_id)
             env = next(
@@ -195,17 +197,16 @@ def test_environment_service_killed_mid_run(cluster: ServerCluster, tmp_path: Pa
                     [*CLI, "serve", "environment", "--config", str(cluster.path)],
                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip
+            started.append(proc)
             await check_health(cluster.cfg, "environment", cluster.token, timeout=60)
             status = await asyncio.wait_for(cp.wait(run_id), timeout=240)
             if status.counts != {TaskState.SUCCEEDED: status.total}:
                 tasks = await cp.list_tasks(run_id)
                 raise AssertionError(f"{status.counts}: {[(t.id, t.error) for t in tasks]}")
-            return proc.pid
 
-    pid = asyncio.run(go())
     try:
+        asyncio.run(go())
         tasks = _check_complete(cluster, run_id, 6)
         assert max(t.attempts for t in tasks) >= 2  # the kill hit an attempt, which was retried
     finally:
-        os.kill(pid, signal.SIGTERM)
-        os.waitpid(pid, 0)
+        stop_all(started)
