@@ -27,7 +27,7 @@ from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.local_cluster import members
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.storage.sqlite import SqliteMetadataStore
-from tests.rpc.test_local_cluster import free_port
+from tests.fixtures.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -31,8 +31,7 @@ from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.postgres import PostgresMetadataStore
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.app.test_cluster import CLI, megaflow, run_config, stop_all
-from tests.fixtures.servers import start_redis, stop
-from tests.rpc.test_local_cluster import free_port
+from tests.fixtures.servers import free_port, start_redis, stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 Outcomes = dict[tuple[str, str], tuple[bool, float]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,18 +14,9 @@ from typing import Any
 import yaml
 
 from megaflow.rpc.cluster import check_health
-from megaflow.rpc.config import RESERVED_PORTS, ClusterConfig, Service
+from megaflow.rpc.config import ClusterConfig, Service
 
 CLI = [sys.executable, "-m", "megaflow.cli.main"]
-
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in RESERVED_PORTS:
-            return port
 
 
 class Served:

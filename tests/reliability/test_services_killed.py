@@ -33,11 +33,12 @@ from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.storage.memory_bus import MemoryEventBus
 from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
+from tests.fixtures.servers import free_port
 from tests.reliability.conftest import LeakCheck
 from tests.reliability.faults import SandboxTaskExecutor
 from tests.reliability.jobs import inline_job, openai_model
 from tests.reliability.ledger import check_ledger, integrity_check, ledger_of, read_ledger
-from tests.reliability.services import free_port, served
+from tests.reliability.services import served
 from tests.scheduler.helpers import until
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import ssl
 import stat
 import subprocess
@@ -21,21 +20,13 @@ from megaflow.cli.main import app
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.rpc.cluster import SERVABLE, check_health
-from megaflow.rpc.config import RESERVED_PORTS, ClusterConfig
+from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.local_cluster import members
 from megaflow.rpc.scheduler_client import GrpcControlPlane
+from tests.fixtures.servers import free_port
 from tests.rpc.test_environment_grpc import _self_signed
 
 CLI = [sys.executable, "-c", "from megaflow.cli.main import main; main()"]
-
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in RESERVED_PORTS:
-            return port
 
 
 def megaflow(

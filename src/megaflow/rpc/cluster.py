@@ -26,7 +26,7 @@ from megaflow.rpc.auth import BearerAuthMiddleware
 from megaflow.rpc.config import ClusterConfig, Service
 from megaflow.rpc.control import LocalControlPlane
 from megaflow.rpc.environment_server import EnvironmentServicer
-from megaflow.rpc.metrics_http import ModelServiceCollector, serve_metrics
+from megaflow.rpc.metrics_http import ModelServiceCollector, serve_asgi, serve_metrics
 from megaflow.rpc.model_control import LocalModelControl, ModelControlServicer
 from megaflow.rpc.scheduler_server import SchedulerServicer
 from megaflow.rpc.server import RpcServer, check_once, open_channel
@@ -124,8 +124,6 @@ async def _serve_agent(
 async def _serve_model(
     stack: contextlib.AsyncExitStack, cfg: ClusterConfig, token: str, reg: CollectorRegistry
 ) -> RpcServer:
-    import uvicorn
-
     from megaflow.model.factory import make_model_service
     from megaflow.model.gateway import create_app
 
@@ -139,25 +137,7 @@ async def _serve_model(
         )
     )  # fmt: skip
     app = BearerAuthMiddleware(create_app(service), token)
-    tls = cfg.tls
-    ucfg = uvicorn.Config(
-        app, host=cfg.model.listen, port=cfg.model.http_port, log_level="warning",
-        lifespan="off", access_log=False,
-        ssl_certfile=tls.cert_file if tls else None, ssl_keyfile=tls.key_file if tls else None,
-    )  # fmt: skip
-    http = uvicorn.Server(ucfg)
-    task = asyncio.create_task(http.serve())
-
-    async def stop_http() -> None:
-        http.should_exit = True
-        await task
-
-    stack.push_async_callback(stop_http)
-    while not http.started:
-        if task.done():
-            task.result()
-            raise TransportError(f"model gateway on {cfg.model.http_port} stopped at start")
-        await asyncio.sleep(0.01)
+    await serve_asgi(stack, app, cfg.model.listen, cfg.model.http_port, cfg.tls, "model gateway")
     server = _server(cfg, "model", token)
     server.add(ModelControlServicer(LocalModelControl(service.router)).register, "model")
     await server.start()

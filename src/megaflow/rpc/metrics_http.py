@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, make_asgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -41,18 +42,17 @@ class ModelServiceCollector(Collector):
         )
 
 
-async def serve_metrics(
+async def serve_asgi(
     stack: contextlib.AsyncExitStack,
-    registry: CollectorRegistry,
+    app: Any,
     host: str,
     port: int,
-    token: str,
     tls: TlsConfig | None,
+    what: str,
 ) -> None:
-    """Serve ``registry`` until ``stack`` closes."""
+    """Serve an ASGI ``app`` with uvicorn (TLS if given) until ``stack`` closes."""
     import uvicorn
 
-    app = BearerAuthMiddleware(make_asgi_app(registry), token)
     cfg = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="off", access_log=False,
         ssl_certfile=tls.cert_file if tls else None, ssl_keyfile=tls.key_file if tls else None,
@@ -68,5 +68,18 @@ async def serve_metrics(
     while not server.started:
         if task.done():
             task.result()
-            raise TransportError(f"metrics endpoint on {host}:{port} stopped at start")
+            raise TransportError(f"{what} on {host}:{port} stopped at start")
         await asyncio.sleep(0.01)
+
+
+async def serve_metrics(
+    stack: contextlib.AsyncExitStack,
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    token: str,
+    tls: TlsConfig | None,
+) -> None:
+    """Serve ``registry`` behind the bearer token until ``stack`` closes."""
+    app = BearerAuthMiddleware(make_asgi_app(registry), token)
+    await serve_asgi(stack, app, host, port, tls, "metrics endpoint")
