@@ -47,7 +47,8 @@ def test_swebench_hub_export_shape(tmp_path: Path) -> None:
     inst["PASS_TO_PASS"] = "[]"
     inst["version"] = "1.0"
     inst["megaflow_source"] = {"type": "git_bundle", "path": "/abs/calc.bundle"}
-    (loaded,) = load_instances(write_jsonl(tmp_path / "hub.jsonl", [inst]))
+    hub = write_jsonl(tmp_path / "hub.jsonl", [inst])
+    (loaded,) = load_instances(hub, source_roots=["/abs"])
     assert loaded.FAIL_TO_PASS == ["test_new.py::test_add"]
     assert loaded.PASS_TO_PASS == []
     assert isinstance(loaded.megaflow_source, GitBundleSource)

@@ -94,3 +94,26 @@ async def test_every_source_prepares_a_git_checkout_at_base(
             assert report.resolved, (inst.instance_id, report.error, report.test_output)
             assert report.reward == 1.0
             assert "return a + b" in report.model_patch
+
+
+def test_oversized_sources_are_refused_before_copying(tmp_path: Path) -> None:
+    repo, _ = make_calc_repo(tmp_path)
+    (repo / "blob").write_bytes(b"\0" * 4096)
+    with pytest.raises(InvalidInput, match=r"more than .* bytes.*the cap is 1024 bytes"):
+        source_archive(DirSource(path=str(repo)), limit=1024)
+    tgz = tmp_path / "calc.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(repo / "blob", arcname="calc/blob")
+    with pytest.raises(InvalidInput, match="tarball"):
+        source_archive(TarballSource(path=str(tgz)), limit=1024)
+    assert _members(source_archive(TarballSource(path=str(tgz)), limit=None)) == {"blob"}
+
+
+def test_sources_outside_the_task_set_are_refused(tmp_path: Path) -> None:
+    _, inst = make_calc_repo(tmp_path / "set")
+    inst["megaflow_source"] = {"type": "dir", "path": "/etc"}
+    path = write_jsonl(tmp_path / "set" / "instances.jsonl", [inst])
+    with pytest.raises(InvalidInput, match=r"instances.jsonl:1: instance 'calc__calc-1': field "):
+        load_instances(path)
+    (loaded,) = load_instances(path, source_roots=["/etc"])
+    assert loaded.megaflow_source.path == str(Path("/etc").resolve())

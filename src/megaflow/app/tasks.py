@@ -19,6 +19,15 @@ def _resolve(path: str, config_dir: Path | None) -> Path:
     return beside if beside.exists() else p
 
 
+def source_roots(roots: list[str], config_dir: Path | None) -> list[Path]:
+    """The config's ``source_roots``, relative ones taken against the config's folder."""
+    out = []
+    for r in roots:
+        p = Path(r).expanduser()
+        out.append(p if p.is_absolute() or config_dir is None else config_dir / p)
+    return out
+
+
 def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> list[TaskSpec]:
     """Every task (and sample) of a run, ready to submit."""
     common = {
@@ -28,7 +37,11 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
     }
     src = cfg.tasks
     if isinstance(src, SwebenchTasksConfig):
-        instances = load_instances(_resolve(src.path, config_dir))
+        instances = load_instances(
+            _resolve(src.path, config_dir),
+            source_roots=source_roots(src.source_roots, config_dir),
+            max_source_bytes=src.max_source_mb * 1024 * 1024,
+        )
         if src.instances is not None:
             wanted = set(src.instances)
             unknown = wanted - {i.instance_id for i in instances}

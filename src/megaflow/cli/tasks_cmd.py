@@ -12,15 +12,36 @@ from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, err_consol
 from megaflow.core.errors import MegaFlowError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
+from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.datasets.validate import CheckResult, ValidationReport, validate_instances
 from megaflow.environment.abstract import EnvironmentSpec
 
 app = typer.Typer(help="Inspect and validate task sets (SWE-bench format).", no_args_is_help=True)
 
+SourceRootOption = typer.Option(
+    None,
+    "--source-root",
+    help="A folder besides the task set's own that megaflow_source paths may point into "
+    "(the run config's tasks.source_roots); repeatable.",
+)
+MaxSourceOption = typer.Option(
+    DEFAULT_MAX_SOURCE_MB,
+    "--max-source-mb",
+    min=1,
+    help="Largest repository source in MiB (the run config's tasks.max_source_mb).",
+)
 
-def _load(path: Path, only: list[str] | None) -> list[SWEInstance]:
+
+def _load(
+    path: Path,
+    only: list[str] | None,
+    roots: list[Path] | None = None,
+    max_source_mb: int = DEFAULT_MAX_SOURCE_MB,
+) -> list[SWEInstance]:
     try:
-        instances = load_instances(path)
+        instances = load_instances(
+            path, source_roots=roots or [], max_source_bytes=max_source_mb * 1024 * 1024
+        )
     except (MegaFlowError, OSError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     if only:
@@ -32,9 +53,13 @@ def _load(path: Path, only: list[str] | None) -> list[SWEInstance]:
 
 
 @app.command("ls")
-def ls(path: Path = typer.Argument(..., help="A task-set directory, JSON or JSONL file.")) -> None:
+def ls(
+    path: Path = typer.Argument(..., help="A task-set directory, JSON or JSONL file."),
+    roots: list[Path] | None = SourceRootOption,
+    max_source_mb: int = MaxSourceOption,
+) -> None:
     """List the instances of a task set."""
-    instances = _load(path, None)
+    instances = _load(path, None, roots, max_source_mb)
     table = Table(title=f"{path}: {len(instances)} instances")
     table.add_column("instance", style="bold")
     table.add_column("repo")
@@ -64,10 +89,12 @@ def validate(
         ".megaflow/sandboxes", "--sandbox-root", help="Where local sandboxes keep workspaces."
     ),
     image: str = typer.Option("host", "--image", help="Sandbox image ('host' or a rootfs)."),
+    roots: list[Path] | None = SourceRootOption,
+    max_source_mb: int = MaxSourceOption,
 ) -> None:
     """Apply every gold patch (all must resolve) and an empty patch (none may
     resolve), each in a fresh local sandbox; exit 1 if any instance misbehaves."""
-    instances = _load(path, only)
+    instances = _load(path, only, roots, max_source_mb)
     report = asyncio.run(_validate(instances, concurrency, root, image))
     _print(report, len(instances))
     if not report.ok:

@@ -11,8 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from megaflow.datasets.config import GradingConfig
 from megaflow.agent.config import AgentConfig, BuiltinAgentConfig
 from megaflow.core.tasks import TaskType, check_id
+from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.environment.config import EnvironmentConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
 from megaflow.scheduler.config import SchedulerConfig
@@ -30,6 +32,21 @@ class SwebenchTasksConfig(_Cfg):
     path: str = Field(description="Task set directory, or a .json / .jsonl file.")
     limit: int | None = Field(None, ge=1, description="Use only the first N instances.")
     instances: list[str] | None = Field(None, description="Use only these instance ids.")
+    source_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders besides the task set's own that megaflow_source paths may "
+        "point into (symlinks resolved); relative ones are relative to the config file.",
+    )
+    """Every ``megaflow_source`` path must resolve inside the task set's folder (the
+    directory of its instances file) or one of these folders; any other path (``/etc``,
+    ``../../..``, a symlink out) is refused before anything is copied."""
+    max_source_mb: int = Field(
+        DEFAULT_MAX_SOURCE_MB,
+        ge=1,
+        le=1_048_576,
+        description="Largest repository source, in MiB: a directory's file sizes, a "
+        "tarball's file and member sizes, a bundle's file size; a larger one is refused.",
+    )
 
 
 class InlineTask(_Cfg):
@@ -98,6 +115,7 @@ class RunConfig(_Cfg):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     control: ControlConfig | None = Field(None, description="An optional negative control.")
     expect: ExpectConfig = Field(default_factory=ExpectConfig)
+    grading: GradingConfig = Field(default_factory=GradingConfig)
 
     @field_validator("name")
     @classmethod

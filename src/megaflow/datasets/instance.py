@@ -9,7 +9,9 @@ MegaFlow adds:
 
 * ``megaflow_source``: where the repository comes from: a local directory
   (``dir``), a tarball (``tarball``) or a git bundle (``git_bundle``); relative
-  paths are resolved against the file the instance was loaded from.
+  paths are resolved against the file the instance was loaded from, and the
+  path (symlinks resolved) must lie inside the task set's folder or a source
+  root the run config names.
 * ``megaflow_reward``: ``binary`` (1 if resolved, else 0; the default) or
   ``fraction`` (the share of FAIL_TO_PASS and PASS_TO_PASS tests that pass).
 * ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless set.
@@ -22,6 +24,7 @@ kept as they are and ignored.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -44,9 +47,23 @@ class _Source(BaseModel):
             raise ValueError("a path cannot contain a NUL character")
         return v
 
-    def resolved(self, base: Path) -> Self:
-        p = Path(self.path).expanduser()
-        return self.model_copy(update={"path": str(p if p.is_absolute() else (base / p).resolve())})
+    def resolved(self, base: Path, roots: Sequence[Path] = ()) -> Self:
+        """This source with an absolute path, symlinks resolved (relative paths
+        against ``base``). Raise ``ValueError`` unless the result lies inside
+        ``base`` or one of ``roots``."""
+        try:
+            p = Path(self.path).expanduser()
+            full = (p if p.is_absolute() else base / p).resolve()
+            allowed = [base.resolve(), *(Path(r).expanduser().resolve() for r in roots)]
+        except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+            raise ValueError(f"{self.path!r} cannot be resolved: {e}") from None
+        if not any(full.is_relative_to(r) for r in allowed):
+            where = " or ".join(str(r) for r in allowed)
+            raise ValueError(
+                f"{self.path!r} resolves to {full}, outside the task set's folder and "
+                f"every source root ({where}); add a source root to use it"
+            )
+        return self.model_copy(update={"path": str(full)})
 
 
 class DirSource(_Source):

@@ -4,11 +4,19 @@ A task-set directory holds ``instances.jsonl`` (or ``instances.json``) next to
 the repositories its instances point to. Every problem is reported with the
 file, the line (for JSONL), the instance id and the field, so a broken
 instance is fixed in one look.
+
+Every ``megaflow_source`` path must resolve (symlinks resolved) inside the
+task set's folder (the directory of the instances file) or one of the
+``source_roots`` given, and each source must be under the size cap; both are
+checked here, before anything is copied. A file that is not UTF-8, nests
+deeper than :data:`MAX_DEPTH` or holds no instance is refused too.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +24,12 @@ from pydantic import ValidationError
 
 from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.datasets.instance import SWEInstance
+from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_BYTES, check_source_size
 
 INSTANCE_FILES = ("instances.jsonl", "instances.json")
+MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects an instances file may have."""
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}\n]')
 
 
 def find_instance_file(path: Path) -> Path:
@@ -32,22 +44,61 @@ def find_instance_file(path: Path) -> Path:
     return path
 
 
+def _too_deep(text: str, limit: int) -> int | None:
+    """The line where arrays and objects first nest deeper than ``limit``, if any."""
+    depth, line = 0, 1
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        if tok == "\n":
+            line += 1
+        elif tok in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif tok in "]}":
+            depth -= 1
+    return None
+
+
+def _text(file: Path) -> str:
+    try:
+        raw = file.read_bytes()
+    except OSError as e:
+        raise InvalidInput(f"{file}: cannot be read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InvalidInput(f"{file}:{line}: not valid UTF-8 (byte {e.start})") from None
+    deep = _too_deep(text, MAX_DEPTH)
+    if deep is not None:
+        raise InvalidInput(f"{file}:{deep}: nested deeper than {MAX_DEPTH} levels")
+    return text
+
+
+def _loads(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"{where}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise InvalidInput(f"{where}: nested too deeply") from None
+
+
 def _records(file: Path) -> list[tuple[str, Any]]:
-    text = file.read_text(encoding="utf-8")
+    text = _text(file)
     if file.suffix == ".jsonl":
         out = []
         for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append((f"{file}:{n}", json.loads(line)))
-            except json.JSONDecodeError as e:
-                raise InvalidInput(f"{file}:{n}: not valid JSON: {e.msg}") from None
+            if line.strip():
+                out.append((f"{file}:{n}", _loads(line, f"{file}:{n}")))
         return out
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidInput(f"{file}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise InvalidInput(f"{file}: nested too deeply") from None
     items = data if isinstance(data, list) else [data]
     return [(f"{file}[{i}]", item) for i, item in enumerate(items)]
 
@@ -60,8 +111,11 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_instance(record: Any, where: str, base: Path) -> SWEInstance:
-    """Validate one record; relative source paths are resolved against ``base``."""
+def parse_instance(
+    record: Any, where: str, base: Path, source_roots: Sequence[str | Path] = ()
+) -> SWEInstance:
+    """Validate one record; relative source paths are resolved against ``base``, and
+    the source must lie inside ``base`` or one of ``source_roots``."""
     if not isinstance(record, dict):
         raise InvalidInput(
             f"{where}: an instance must be a JSON object, got {type(record).__name__}"
@@ -71,20 +125,44 @@ def parse_instance(record: Any, where: str, base: Path) -> SWEInstance:
         inst = SWEInstance.model_validate(record)
     except ValidationError as e:
         raise InvalidInput(f"{where}: instance {iid!r}: {_describe(e)}") from None
-    inst.megaflow_source = inst.megaflow_source.resolved(base)
+    try:
+        inst.megaflow_source = inst.megaflow_source.resolved(base, [Path(r) for r in source_roots])
+    except ValueError as e:
+        raise InvalidInput(
+            f"{where}: instance {iid!r}: field 'megaflow_source.path': {e}"
+        ) from None
     return inst
 
 
-def load_instances(path: str | Path) -> list[SWEInstance]:
-    """Read every instance of a task set, in file order. Ids must be unique."""
+def load_instances(
+    path: str | Path,
+    *,
+    source_roots: Sequence[str | Path] = (),
+    max_source_bytes: int | None = DEFAULT_MAX_SOURCE_BYTES,
+) -> list[SWEInstance]:
+    """Read every instance of a task set, in file order. Ids must be unique, the
+    set must not be empty, and every source must lie inside the task set's folder
+    or one of ``source_roots`` and be at most ``max_source_bytes`` (``None``: no cap)."""
     file = find_instance_file(Path(path))
     out: list[SWEInstance] = []
     seen: dict[str, str] = {}
+    sized: set[tuple[str, str]] = set()
     for where, record in _records(file):
-        inst = parse_instance(record, where, file.parent)
+        inst = parse_instance(record, where, file.parent, source_roots)
         if inst.instance_id in seen:
             first = seen[inst.instance_id]
             raise InvalidInput(f"{where}: instance {inst.instance_id!r} repeats the one at {first}")
         seen[inst.instance_id] = where
+        src = inst.megaflow_source
+        if (src.type, src.path) not in sized:
+            try:
+                check_source_size(src, max_source_bytes)
+            except InvalidInput as e:
+                raise InvalidInput(
+                    f"{where}: instance {inst.instance_id!r}: field 'megaflow_source.path': {e}"
+                ) from None
+            sized.add((src.type, src.path))
         out.append(inst)
+    if not out:
+        raise InvalidInput(f"{file}: the task set holds no instances")
     return out
