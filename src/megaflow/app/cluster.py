@@ -82,11 +82,10 @@ class ClusterAgentExecutor(TaskExecutor):
             cfg = parse_config(run.config, f"run {run_id}")
             control = run.labels.get("arm") == "control" and cfg.control is not None
             if control and cfg.control is not None:
-                arm = Arm(
-                    make_agent(cfg.control.agent or cfg.agent), make_model_client(cfg.control.model)
-                )
+                agent = make_agent(cfg.control.agent or cfg.agent)
+                arm = Arm(agent, make_model_client(cfg.control.model), cfg.grading)
             else:
-                arm = Arm(make_agent(cfg.agent), make_model_client(cfg.model))
+                arm = Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
             await arm.model.start()
             pool = SandboxPool(self.runtime, cfg.environment.mode, cfg.environment.pool)
             await pool.start()

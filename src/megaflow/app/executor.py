@@ -2,10 +2,13 @@
 
 The scheduler calls :meth:`AgentExecutor.run` once per attempt. Each attempt
 takes a sandbox from the pool (STARTING), places the task's repository in it,
-runs the agent against the model (RUNNING), grades the result in the same
-sandbox (GRADING), and stores the trajectory, the patch and the grade report
-in the artifact store. The sandbox goes back to the pool on every path,
-including errors and cancellation, so none is leaked.
+runs the agent against the model (RUNNING), then (GRADING) kills what the
+agent left running, takes its patch against the base commit, gives the
+agent's sandbox back, and grades the patch in a second, fresh sandbox
+prepared from the task's source: nothing the agent did except its patch
+reaches the grader. The trajectory, the patch and the grade report go to the
+artifact store. Sandboxes go back to the pool on every path, including errors
+and cancellation, so none is leaked.
 
 Tasks that carry a SWE-bench instance in their payload are prepared and
 graded as such; any other task runs in an empty workspace and is not graded
@@ -15,16 +18,21 @@ graded as such; any other task runs in an empty workspace and is not graded
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 from megaflow.agent.abstract import Agent, error_kind, new_trajectory
 from megaflow.core.errors import AgentError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskResult, TaskSpec
 from megaflow.core.trajectory import Trajectory
-from megaflow.datasets.grading import GradeReport, grade
+from megaflow.datasets.candidate import Candidate, extract_patch
+from megaflow.datasets.config import GradingConfig
+from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
+from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.prepare import environment_spec, prepare_sandbox
 from megaflow.datasets.tasks import instance_of
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
@@ -37,10 +45,11 @@ from megaflow.storage.abstract import ArtifactStore
 
 @dataclass
 class Arm:
-    """What runs the tasks of one run: its agent and its model client."""
+    """What runs the tasks of one run: its agent, its model client, how it is graded."""
 
     agent: Agent
     model: ModelClient
+    grading: GradingConfig = field(default_factory=GradingConfig)
 
 
 def artifact_prefix(task: TaskSpec, attempt: int) -> str:
@@ -71,39 +80,55 @@ class AgentExecutor(TaskExecutor):
     async def run(self, ctx: TaskContext) -> TaskResult:
         task = ctx.spec
         arm = self._arm(task)
-        swe = "instance_id" in task.payload
-        instance = instance_of(task) if swe else None
+        instance = instance_of(task) if "instance_id" in task.payload else None
         spec = environment_spec(instance, self.base_spec) if instance else self.base_spec
+        try:
+            ctx.stage(TaskState.STARTING)
+            t0 = time.perf_counter()
+            async with self._sandbox(task, spec) as sandbox:
+                start_s = time.perf_counter() - t0
+                if instance is not None:
+                    await prepare_sandbox(sandbox, instance)
+                prepare_s = time.perf_counter() - t0 - start_s
+                traj, agent_s = await self._run_agent(ctx, arm, sandbox)
+                ctx.stage(TaskState.GRADING)
+                t2 = time.perf_counter()
+                candidate = None
+                if instance is not None:
+                    max_bytes = arm.grading.max_patch_kb * 1024
+                    candidate = await extract_patch(sandbox, instance.base_commit, max_bytes)
+            report = None
+            if instance is not None and candidate is not None:
+                strict = arm.grading.strict_for(task.type)
+                report = await self._grade(task, spec, instance, candidate, strict)
+            grade_s = time.perf_counter() - t2
+            times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s,
+                     "grade_s": grade_s}  # fmt: skip
+            patch = candidate.patch if candidate is not None else None
+            return await self._finish(ctx, traj, report, patch, times)
+        except BaseException as exc:
+            if self.metrics is not None:
+                self.metrics.task_failed(task.run_id, error_kind(exc).value)
+            raise
+
+    @contextlib.asynccontextmanager
+    async def _sandbox(self, task: TaskSpec, spec: EnvironmentSpec) -> AsyncIterator[Sandbox]:
+        """A sandbox from the pool, given back on every path (broken unless the body ended)."""
         deadline = task.timeouts.deadline_s
-        ctx.stage(TaskState.STARTING)
-        t0 = time.perf_counter()
         sandbox = await self.pool.acquire(
             spec, owner=task.id, task_deadline=time.time() + deadline if deadline else None
         )
         broken = True
         try:
-            start_s = time.perf_counter() - t0
-            if instance is not None:
-                await prepare_sandbox(sandbox, instance)
-            prepare_s = time.perf_counter() - t0 - start_s
-            result = await self._attempt(ctx, arm, sandbox, start_s, prepare_s)
+            yield sandbox
             broken = False
-            return result
-        except BaseException as exc:
-            if self.metrics is not None:
-                self.metrics.task_failed(task.run_id, error_kind(exc).value)
-            raise
         finally:
-            await asyncio.shield(self._release(sandbox, broken))
+            await asyncio.shield(self.pool.release(sandbox, broken=broken))
 
-    async def _release(self, sandbox: Sandbox, broken: bool) -> None:
-        await self.pool.release(sandbox, broken=broken)
-
-    async def _attempt(
-        self, ctx: TaskContext, arm: Arm, sandbox: Sandbox, start_s: float, prepare_s: float
-    ) -> TaskResult:
+    async def _run_agent(
+        self, ctx: TaskContext, arm: Arm, sandbox: Sandbox
+    ) -> tuple[Trajectory, float]:
         task = ctx.spec
-        prefix = artifact_prefix(task, ctx.attempt)
         ctx.stage(TaskState.RUNNING)
         traj = new_trajectory(task, ctx.attempt)
         t1 = time.perf_counter()
@@ -112,30 +137,50 @@ class AgentExecutor(TaskExecutor):
         except BaseException as exc:
             # Keep what was recorded: a failed attempt's trajectory is evidence.
             traj.meta.setdefault("error_kind", error_kind(exc).value)
+            prefix = artifact_prefix(task, ctx.attempt)
             await asyncio.shield(self._put_json(f"{prefix}/trajectory.json", traj))
             raise
-        agent_s = time.perf_counter() - t1
+        return traj, time.perf_counter() - t1
+
+    async def _grade(
+        self,
+        task: TaskSpec,
+        spec: EnvironmentSpec,
+        instance: SWEInstance,
+        candidate: Candidate,
+        strict: bool,
+    ) -> GradeReport:
+        """Grade the candidate in a fresh sandbox. A grading problem (tests hang,
+        the test patch does not apply) is recorded in the report and leaves the
+        task unresolved."""
+        if candidate.error is not None:
+            return failed_report(instance, candidate.error, candidate.patch, strict)
+        async with self._sandbox(task, spec) as grader:
+            await prepare_sandbox(grader, instance)
+            return await grade_prepared(grader, instance, candidate.patch, strict)
+
+    async def _finish(
+        self,
+        ctx: TaskContext,
+        traj: Trajectory,
+        report: GradeReport | None,
+        patch: bytes | None,
+        times: dict[str, float],
+    ) -> TaskResult:
+        task = ctx.spec
+        prefix = artifact_prefix(task, ctx.attempt)
         artifacts = {"trajectory": f"{prefix}/trajectory.json"}
-        ctx.stage(TaskState.GRADING)
-        t2 = time.perf_counter()
-        report: GradeReport | None = None
-        if "instance_id" in task.payload:
-            # A grading problem (tests hang, the test patch does not apply) is
-            # recorded in the report and leaves the task unresolved.
-            report = await grade(sandbox, instance_of(task))
-            await self.artifacts.put(f"{prefix}/patch.diff", report.model_patch.encode())
+        if report is not None and patch is not None:
+            await self.artifacts.put(f"{prefix}/patch.diff", patch)
             await self._put_json(f"{prefix}/grade.json", report)
             artifacts["patch"] = f"{prefix}/patch.diff"
             artifacts["grade"] = f"{prefix}/grade.json"
-        grade_s = time.perf_counter() - t2
         await self._put_json(f"{prefix}/trajectory.json", traj)
         success = report.resolved if report else traj.meta.get("exit_status") == "submitted"
         reward = report.reward if report else float(success)
         if self.metrics is not None:
             kind = str(traj.meta.get("task_type") or (task.type.value if task.type else "eval"))
-            self.metrics.task_done(
-                task.run_id, kind, start_s + prepare_s + agent_s + grade_s, success, reward
-            )
+            self.metrics.task_done(task.run_id, kind, sum(times.values()), success, reward)
             for call in traj.model_calls:
                 self.metrics.model_call(
                     task.run_id, call.duration_s, call.prompt_tokens, call.completion_tokens
@@ -145,10 +190,7 @@ class AgentExecutor(TaskExecutor):
             success=success,
             reward=reward,
             metrics={
-                "sandbox_start_s": start_s,
-                "prepare_s": prepare_s,
-                "agent_s": agent_s,
-                "grade_s": grade_s,
+                **times,
                 "steps": float(len(traj.model_calls)),
                 "tokens": float(traj.tokens),
             },

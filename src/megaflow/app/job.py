@@ -102,12 +102,12 @@ class Job:
             )
             await self.pool.start()
             self._started.append(self.pool)
-            main = Arm(make_agent(cfg.agent), make_model_client(cfg.model))
+            main = Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
             self.arms[self.run_id] = main
             if cfg.control is not None:
                 agent = make_agent(cfg.control.agent or cfg.agent)
                 self.arms[self.run_id + CONTROL_SUFFIX] = Arm(
-                    agent, make_model_client(cfg.control.model)
+                    agent, make_model_client(cfg.control.model), cfg.grading
                 )
             for arm in self.arms.values():
                 await arm.model.start()

@@ -9,6 +9,7 @@ from megaflow.cli import (
     bench_cmd,
     cluster_cmd,
     config_cmd,
+    grade_cmd,
     inspect_cmd,
     run_cmd,
     sandbox_cmd,
@@ -33,6 +34,7 @@ app.command("run")(run_cmd.run)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
+app.command("grade")(grade_cmd.grade)
 app.command("bench")(bench_cmd.bench)
 app.command("top")(top_cmd.top)
 app.command("sim")(sim_cmd.sim)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from megaflow.agent.config import AgentConfig, BuiltinAgentConfig
 from megaflow.core.tasks import TaskType, check_id
+from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.environment.config import EnvironmentConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
@@ -114,6 +115,7 @@ class RunConfig(_Cfg):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     control: ControlConfig | None = Field(None, description="An optional negative control.")
     expect: ExpectConfig = Field(default_factory=ExpectConfig)
+    grading: GradingConfig = Field(default_factory=GradingConfig)
 
     @field_validator("name")
     @classmethod

@@ -2,12 +2,16 @@
 
 Load a task set with :func:`load_instances`, give each task a sandbox from
 :func:`environment_spec` prepared by :func:`prepare_sandbox`, and after the
-agent stops, :func:`grade` it. :func:`validate_instances` checks a whole set
-(gold resolves, empty does not). The format is described in
+agent stops, take its patch with :func:`extract_patch` and grade it in a fresh
+sandbox with :func:`grade_prepared` (or :func:`grade_patch`).
+:func:`validate_instances` checks a whole set (gold resolves, empty does not).
+The format is described in
 ``docs/tasks-format.md``.
 """
 
-from megaflow.datasets.grading import GradeReport, TestOutcome, grade, score
+from megaflow.datasets.candidate import Candidate, extract_patch
+from megaflow.datasets.config import GradingConfig
+from megaflow.datasets.grading import GradeReport, TestOutcome, grade_prepared, score
 from megaflow.datasets.instance import (
     DirSource,
     GitBundleSource,
@@ -27,10 +31,12 @@ from megaflow.datasets.validate import (
 )
 
 __all__ = [
+    "Candidate",
     "CheckResult",
     "DirSource",
     "GitBundleSource",
     "GradeReport",
+    "GradingConfig",
     "PreparedRepo",
     "RepoSource",
     "SWEInstance",
@@ -38,9 +44,10 @@ __all__ = [
     "TestOutcome",
     "ValidationReport",
     "environment_spec",
-    "grade",
+    "extract_patch",
     "grade_patch",
     "grade_patches",
+    "grade_prepared",
     "instance_of",
     "load_instances",
     "prepare_sandbox",

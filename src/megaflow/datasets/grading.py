@@ -1,31 +1,38 @@
-"""Grading with SWE-bench semantics, inside the sandbox the agent worked in.
+"""Grading with SWE-bench semantics, in a fresh sandbox that only sees the patch.
 
-After the agent stops: the agent's changes are recorded as a patch; the files
-the test patch touches are put back to the base commit (so an agent cannot
-pass by editing the tests); the test patch is applied; the test files run.
+The candidate patch (:mod:`megaflow.datasets.candidate`) is graded in a
+sandbox of its own, prepared from the task's source, in SWE-bench's order:
+the base commit is checked out, the patch applied, every file the test patch
+touches put back to the base commit (or deleted when it did not exist), the
+test patch applied, and the tests run. Nothing the agent did except its
+patch reaches the grader, so the reward is a function of the stored patch:
+grading the same patch again gives the same reward.
+
 The instance is resolved when every FAIL_TO_PASS test passes and every
 PASS_TO_PASS test still passes. The reward is 1 or 0, or the share of
 passing tests when the instance asks for ``megaflow_reward: fraction``.
+Strict grading (:mod:`megaflow.datasets.strict`) also refuses patches that
+touch test infrastructure, and counts only PASSED as passing.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
 import shlex
 import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from megaflow.core.errors import SandboxError
 from megaflow.datasets.instance import SWEInstance
-from megaflow.datasets.prepare import BASE_TAG, GIT_ENV, WORKDIR, run_checked
-from megaflow.datasets.sources import one_file_tar
+from megaflow.datasets.patches import apply_patch, patch_files
+from megaflow.datasets.prepare import GIT_ENV, WORKDIR
+from megaflow.datasets.strict import infra_changes
 from megaflow.datasets.test_log import TestStatus, passed, statuses_for
 from megaflow.environment.abstract import Sandbox
 
-PATCH_FILE = ".megaflow-eval.patch"
 OUTPUT_TAIL = 20_000
-_DIFF_HEAD = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
+# The test run starts from a clean environment: no user site-packages.
+TEST_ENV = {**GIT_ENV, "PYTHONNOUSERSITE": "1"}
 
 
 class TestOutcome(BaseModel):
@@ -44,60 +51,37 @@ class GradeReport(BaseModel):
     instance_id: str
     resolved: bool
     reward: float = Field(ge=0, le=1)
-    patch_applied: bool = Field(True, description="The candidate patch applied (grade_patch).")
+    strict: bool = Field(False, description="Graded under the strict rule.")
+    patch_applied: bool = Field(True, description="The candidate patch applied.")
     test_patch_applied: bool = False
     fail_to_pass: TestOutcome = Field(default_factory=TestOutcome)
     pass_to_pass: TestOutcome = Field(default_factory=TestOutcome)
     statuses: dict[str, str] = Field(
         default_factory=dict, description="Status of each expected test as pytest reported it."
     )
-    model_patch: str = Field("", description="The agent's changes against the base commit.")
+    model_patch: str = Field("", description="The graded patch (the agent's changes).")
+    patch_sha256: str = Field("", description="SHA-256 of the graded patch's exact bytes.")
+    test_infra_changes: list[str] = Field(
+        default_factory=list, description="Files of the patch that count as test infrastructure."
+    )
     test_exit_code: int | None = None
     test_output: str = Field("", description="The tail of the test run's output.")
     error: str | None = None
     duration_s: float = 0.0
 
 
-def patch_files(patch: str) -> list[str]:
-    """Every path a unified git diff touches (old and new names)."""
-    files: dict[str, None] = {}
-    for a, b in _DIFF_HEAD.findall(patch):
-        files.setdefault(a, None)
-        files.setdefault(b, None)
-    return list(files)
+def _passes(status: TestStatus | None, strict: bool) -> bool:
+    return status is TestStatus.PASSED if strict else passed(status)
 
 
-async def put_file(sandbox: Sandbox, name: str, data: str) -> None:
-    await sandbox.upload(one_file_tar(name, data.encode()), WORKDIR)
-
-
-async def apply_patch(sandbox: Sandbox, patch: str) -> str | None:
-    """Apply a patch in the workspace; return None, or why it did not apply."""
-    await put_file(sandbox, PATCH_FILE, patch)
-    script = (
-        f"git apply --whitespace=nowarn {PATCH_FILE} || "
-        f"git apply --whitespace=nowarn --3way {PATCH_FILE}; rc=$?; rm -f {PATCH_FILE}; exit $rc"
-    )
-    res = await sandbox.exec(["sh", "-c", script], timeout=120, env=GIT_ENV, cwd=WORKDIR)
-    return None if res.ok else (res.stderr or res.stdout).strip()[-2000:] or "git apply failed"
-
-
-async def model_patch(sandbox: Sandbox) -> str:
-    """The workspace's changes against the base commit, new files included."""
-    # Bytecode caches are never part of a patch, even without a .gitignore.
-    script = (
-        "git add -A -- . ':(exclude)*.pyc' ':(exclude)**/__pycache__' >/dev/null && "
-        f"git diff --cached --binary {BASE_TAG}"
-    )
-    return await run_checked(sandbox, script, "recording the agent's patch")
-
-
-def score(instance: SWEInstance, statuses: dict[str, TestStatus | None]) -> GradeReport:
-    """Apply SWE-bench's rule to the statuses of the expected tests."""
+def score(
+    instance: SWEInstance, statuses: dict[str, TestStatus | None], strict: bool = False
+) -> GradeReport:
+    """Apply SWE-bench's rule (or the strict one) to the statuses of the expected tests."""
     f2p, p2p = TestOutcome(), TestOutcome()
     for outcome, tests in ((f2p, instance.FAIL_TO_PASS), (p2p, instance.PASS_TO_PASS)):
         for t in tests:
-            (outcome.passed if passed(statuses.get(t)) else outcome.failed).append(t)
+            (outcome.passed if _passes(statuses.get(t), strict) else outcome.failed).append(t)
     resolved = not f2p.failed and not p2p.failed
     total = len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS)
     if instance.megaflow_reward == "fraction":
@@ -108,6 +92,7 @@ def score(instance: SWEInstance, statuses: dict[str, TestStatus | None]) -> Grad
         instance_id=instance.instance_id,
         resolved=resolved,
         reward=reward,
+        strict=strict,
         test_patch_applied=True,
         fail_to_pass=f2p,
         pass_to_pass=p2p,
@@ -115,49 +100,67 @@ def score(instance: SWEInstance, statuses: dict[str, TestStatus | None]) -> Grad
     )
 
 
-async def grade(sandbox: Sandbox, instance: SWEInstance) -> GradeReport:
-    """Grade the workspace of a prepared sandbox after the agent stopped."""
+def failed_report(
+    instance: SWEInstance, error: str, patch: bytes = b"", strict: bool = False, t0: float = 0.0
+) -> GradeReport:
+    """An unresolved report: grading stopped at ``error``."""
+    return GradeReport(
+        instance_id=instance.instance_id,
+        resolved=False,
+        reward=0.0,
+        strict=strict,
+        error=error,
+        fail_to_pass=TestOutcome(failed=list(instance.FAIL_TO_PASS)),
+        pass_to_pass=TestOutcome(failed=list(instance.PASS_TO_PASS)),
+        model_patch=patch.decode(errors="replace"),
+        patch_sha256=hashlib.sha256(patch).hexdigest(),
+        duration_s=time.monotonic() - t0 if t0 else 0.0,
+    )
+
+
+async def grade_prepared(
+    sandbox: Sandbox, instance: SWEInstance, patch: bytes | str, strict: bool = False
+) -> GradeReport:
+    """Grade ``patch`` in ``sandbox``, freshly prepared at the base commit
+    (:func:`~megaflow.datasets.prepare.prepare_sandbox`) with nothing else run in it."""
     t0 = time.monotonic()
-    try:
-        patch = await model_patch(sandbox)
-    except SandboxError as e:
-        return _failed(instance, f"cannot read the workspace: {e}", t0)
+    raw = patch.encode() if isinstance(patch, str) else patch
+    text = raw.decode(errors="replace")
+    if strict and (infra := infra_changes(text, instance)):
+        why = f"strict grading: the patch changes test infrastructure ({', '.join(infra[:10])})"
+        report = failed_report(instance, why, raw, strict, t0)
+        report.test_infra_changes = infra
+        return report
+    if raw.strip():
+        why = await apply_patch(sandbox, raw)
+        if why is not None:
+            report = failed_report(instance, f"the patch did not apply: {why}", raw, strict, t0)
+            report.patch_applied = False
+            return report
+    base = shlex.quote(instance.base_commit)
     touched = patch_files(instance.test_patch)
     if touched:
         restore = " ; ".join(
-            f"(git checkout -q {BASE_TAG} -- {f} 2>/dev/null || rm -rf {f})"
+            f"(git checkout -q {base} -- {f} 2>/dev/null || rm -rf -- {f})"
             for f in map(shlex.quote, touched)
         )
         await sandbox.exec(["sh", "-c", restore], timeout=60, env=GIT_ENV, cwd=WORKDIR)
-    why = await apply_patch(sandbox, instance.test_patch)
+    why = await apply_patch(sandbox, instance.test_patch.encode())
     if why is not None:
-        report = _failed(instance, f"the test patch did not apply: {why}", t0)
-        report.model_patch = patch
-        return report
+        return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
     cmd = f"{instance.megaflow_test_cmd} -rA -p no:cacheprovider " + " ".join(
         shlex.quote(f) for f in instance.test_files()
     )
     res = await sandbox.exec(
-        ["sh", "-c", cmd], timeout=instance.megaflow_test_timeout_s, env=GIT_ENV, cwd=WORKDIR
+        ["sh", "-c", cmd], timeout=instance.megaflow_test_timeout_s, env=TEST_ENV, cwd=WORKDIR
     )
     statuses = statuses_for(res.stdout, [*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS])
-    report = score(instance, statuses)
-    report.model_patch = patch
+    report = score(instance, statuses, strict)
+    report.model_patch = text
+    report.patch_sha256 = hashlib.sha256(raw).hexdigest()
     report.test_exit_code = res.exit_code
     report.test_output = (res.stdout + res.stderr)[-OUTPUT_TAIL:]
     if res.timed_out:
         report.error = f"the tests ran past {instance.megaflow_test_timeout_s:g} s and were killed"
     report.duration_s = time.monotonic() - t0
     return report
-
-
-def _failed(instance: SWEInstance, error: str, t0: float) -> GradeReport:
-    return GradeReport(
-        instance_id=instance.instance_id,
-        resolved=False,
-        reward=0.0,
-        error=error,
-        fail_to_pass=TestOutcome(failed=list(instance.FAIL_TO_PASS)),
-        pass_to_pass=TestOutcome(failed=list(instance.PASS_TO_PASS)),
-        duration_s=time.monotonic() - t0,
-    )

@@ -1,8 +1,12 @@
 """Getting a sandbox ready for an instance: the repository at its base commit.
 
-After :func:`prepare_sandbox` the workspace is a git work tree whose HEAD is
-the base commit, tagged ``megaflow-base``, so an agent (or the grader) can use
-``git diff``, ``git apply`` and ``git stash`` as in any checkout.
+After :func:`prepare_sandbox` the workspace is a git work tree on branch
+``main`` at the base commit, and its ``.git`` holds the base commit's history
+and nothing else: no other branches, tags, remotes or reflog, and no objects
+of later commits, so ``git log --all`` cannot reach a later fix. The
+source's own history (a bundle, or the ``.git`` of a directory or tarball) is
+fetched from in a scratch directory outside the workspace that is removed
+before the agent starts.
 """
 
 from __future__ import annotations
@@ -10,13 +14,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from megaflow.core.errors import SandboxError
+from megaflow.core.errors import InvalidInput, SandboxError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.sources import BUNDLE_NAME, source_archive
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 
 WORKDIR = "/workspace"
-BASE_TAG = "megaflow-base"
+BRANCH = "main"
 # A fixed identity and date make the snapshot commit of a plain directory
 # reproducible: the same files give the same base commit everywhere.
 GIT_ENV = {
@@ -33,14 +37,15 @@ GIT_ENV = {
     "GIT_CONFIG_VALUE_1": "false",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+_NO_HISTORY = "no-history"  # what the script prints when the source has no base commit
 
 
 @dataclass(frozen=True)
 class PreparedRepo:
-    """What preparation produced: the HEAD commit and whether it is ``base_commit``."""
+    """What preparation produced: the HEAD commit (always ``base_commit``)."""
 
     head: str
-    matches_base: bool
+    matches_base: bool = True
 
 
 def environment_spec(instance: SWEInstance, base: EnvironmentSpec | None = None) -> EnvironmentSpec:
@@ -54,19 +59,31 @@ def environment_spec(instance: SWEInstance, base: EnvironmentSpec | None = None)
 def _script(instance: SWEInstance) -> str:
     base = shlex.quote(instance.base_commit)
     return f"""set -e
+src=$(mktemp -d /tmp/.megaflow-src.XXXXXX)
+trap 'rm -rf "$src"' EXIT
 if [ -f {BUNDLE_NAME} ]; then
-  git init -q .
-  git fetch -q {BUNDLE_NAME} '+refs/*:refs/megaflow/*'
+  git init -q --bare "$src/git"
+  git -C "$src/git" fetch -q "$PWD/{BUNDLE_NAME}" '+refs/*:refs/*'
   rm -f {BUNDLE_NAME}
-  git checkout -q -f --detach {base}
-elif [ -d .git ]; then
-  git checkout -q -f --detach {base}
+elif [ -e .git ]; then
+  mv .git "$src/git"
+fi
+if [ -d "$src/git" ]; then
+  if ! git --git-dir="$src/git" cat-file -e {base}^{{commit}} 2>/dev/null; then
+    echo {_NO_HISTORY}; exit 0
+  fi
+  git --git-dir="$src/git" update-ref refs/megaflow/base {base}
+  git init -q -b {BRANCH} .
+  git fetch -q --no-tags "$src/git" refs/megaflow/base
+  git checkout -q -f -B {BRANCH} FETCH_HEAD
+  git clean -ffdqx
+  rm -f .git/FETCH_HEAD .git/ORIG_HEAD
 else
-  git init -q -b main .
+  git init -q -b {BRANCH} .
   git add -A
   git commit -q --allow-empty -m base
 fi
-git tag -f {BASE_TAG} >/dev/null
+rm -rf .git/logs
 git rev-parse HEAD
 """
 
@@ -82,10 +99,22 @@ async def run_checked(sandbox: Sandbox, script: str, what: str, timeout: float =
 
 
 async def prepare_sandbox(sandbox: Sandbox, instance: SWEInstance) -> PreparedRepo:
-    """Place the repository in the workspace and check out the base commit."""
+    """Place the repository in the workspace at the base commit, with no later history.
+
+    Raises ``InvalidInput`` when the source does not hold ``base_commit`` (a
+    git source without it, or a plain directory whose snapshot commit differs).
+    """
     await sandbox.upload(source_archive(instance.megaflow_source), WORKDIR)
     out = await run_checked(
         sandbox, _script(instance), f"preparing the repository of {instance.instance_id}"
     )
     head = out.strip().splitlines()[-1] if out.strip() else ""
-    return PreparedRepo(head=head, matches_base=head == instance.base_commit)
+    where = f"instance {instance.instance_id!r}: megaflow_source {instance.megaflow_source.path}"
+    if head == _NO_HISTORY:
+        raise InvalidInput(f"{where}: its history has no commit {instance.base_commit}")
+    if head != instance.base_commit:
+        raise InvalidInput(
+            f"{where}: the directory's snapshot commit is {head}, but base_commit is "
+            f"{instance.base_commit}; set base_commit to {head}, or give a git work tree"
+        )
+    return PreparedRepo(head=head)

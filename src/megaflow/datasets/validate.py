@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from megaflow.core.errors import MegaFlowError
-from megaflow.datasets.grading import GradeReport, apply_patch, grade
+from megaflow.datasets.grading import GradeReport, grade_prepared
 from megaflow.datasets.instance import SWEInstance
-from megaflow.datasets.prepare import BASE_TAG, environment_spec, prepare_sandbox, run_checked
+from megaflow.datasets.prepare import environment_spec, prepare_sandbox, run_checked
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 
 Check = Literal["gold", "empty"]
@@ -28,12 +28,18 @@ Check = Literal["gold", "empty"]
 async def grade_patch(
     runtime: Runtime,
     instance: SWEInstance,
-    patch: str,
+    patch: str | bytes,
     base_spec: EnvironmentSpec | None = None,
+    strict: bool = False,
 ) -> GradeReport:
-    """Grade ``patch`` on a fresh sandbox of ``instance`` (destroyed afterwards)."""
-    (report,) = await grade_patches(runtime, instance, [patch], base_spec)
-    return report
+    """Grade ``patch`` on a fresh sandbox of ``instance`` (destroyed afterwards).
+
+    This is how any untrusted patch is graded: its tests may run code, so no
+    two untrusted patches share a sandbox."""
+    spec = environment_spec(instance, base_spec)
+    async with await runtime.create(spec, owner=f"grade:{instance.instance_id}") as sandbox:
+        await prepare_sandbox(sandbox, instance)
+        return await grade_prepared(sandbox, instance, patch, strict)
 
 
 async def grade_patches(
@@ -42,9 +48,10 @@ async def grade_patches(
     patches: Sequence[str],
     base_spec: EnvironmentSpec | None = None,
 ) -> list[GradeReport]:
-    """Grade several candidate patches of one instance in one sandbox, one after
-    the other; between two, the work tree goes back to the base commit
-    (``git reset --hard`` and ``git clean -fdx``), as a fresh sandbox would be."""
+    """Grade several trusted patches of one instance (a task set's gold and empty
+    patches) in one sandbox, one after the other; between two, the work tree
+    goes back to the base commit (``git reset --hard`` and ``git clean -fdx``).
+    Untrusted patches get a sandbox each: :func:`grade_patch`."""
     spec = environment_spec(instance, base_spec)
     reports: list[GradeReport] = []
     async with await runtime.create(spec, owner=f"grade:{instance.instance_id}") as sandbox:
@@ -54,14 +61,10 @@ async def grade_patches(
             if n:
                 await run_checked(
                     sandbox,
-                    f"git reset -q --hard {BASE_TAG} && git clean -fdqx",
+                    f"git reset -q --hard {instance.base_commit} && git clean -ffdqx",
                     "resetting the work tree",
                 )
-            why = await apply_patch(sandbox, patch) if patch.strip() else None
-            report = await grade(sandbox, instance)
-            if why is not None:
-                report.patch_applied, report.resolved, report.reward = False, False, 0.0
-                report.error = f"the patch did not apply: {why}"
+            report = await grade_prepared(sandbox, instance, patch)
             report.duration_s = time.monotonic() - t0
             reports.append(report)
     return reports

@@ -1,0 +1,30 @@
+"""How a run grades: strict or SWE-bench-lenient, and the patch size limit."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from megaflow.core.tasks import TaskType
+
+
+class GradingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    strict: bool | None = Field(
+        None,
+        description=(
+            "Strict grading: a patch that touches test infrastructure (conftest.py, pytest/tox "
+            "settings, files under test directories) does not resolve, and XFAIL, XPASS and "
+            "SKIPPED count as not passing. None: strict for 'train' tasks, SWE-bench's "
+            "lenient rule for the others."
+        ),
+    )
+    max_patch_kb: int = Field(
+        4096, ge=1, le=1_048_576, description="Largest candidate patch; a larger one fails."
+    )
+
+    def strict_for(self, task_type: TaskType | None) -> bool:
+        """Whether a task of ``task_type`` is graded strictly."""
+        if self.strict is not None:
+            return self.strict
+        return task_type is TaskType.TRAIN
