@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from megaflow.core.tasks import TaskSpec
+from megaflow.datasets.candidate import extract_patch
+from megaflow.datasets.grading import GradeReport
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.prepare import environment_spec, prepare_sandbox
 from megaflow.datasets.tasks import to_task_specs
+from megaflow.datasets.validate import grade_patch
 from megaflow.environment.abstract import Runtime, Sandbox
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks" / "mini-swe"
@@ -19,3 +22,10 @@ async def prepared(runtime: Runtime, instance: SWEInstance) -> tuple[TaskSpec, S
     sandbox = await runtime.create(environment_spec(instance), owner=task.id)
     await prepare_sandbox(sandbox, instance)
     return task, sandbox
+
+
+async def grade_agent(runtime: Runtime, sandbox: Sandbox, instance: SWEInstance) -> GradeReport:
+    """Grade what the agent left in ``sandbox`` as a run does: its patch, in a fresh sandbox."""
+    candidate = await extract_patch(sandbox, instance.base_commit)
+    assert candidate.error is None, candidate.error
+    return await grade_patch(runtime, instance, candidate.patch)

@@ -8,7 +8,6 @@ from megaflow.agent.builtin import BuiltinAgent
 from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.core.tasks import TaskSpec
 from megaflow.core.trajectory import Action, ModelCall, Observation
-from megaflow.datasets.grading import grade
 from megaflow.datasets.instance import SWEInstance
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 from megaflow.model.client import HttpModelClient, InProcessModelClient
@@ -18,7 +17,7 @@ from megaflow.model.gateway import GatewayServer
 from megaflow.model.routing import Router
 from megaflow.model.scripted import ScriptedBackend, tool_call
 from megaflow.model.service import ModelService
-from tests.agent.swe_tasks import prepared
+from tests.agent.swe_tasks import grade_agent, prepared
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 
@@ -64,7 +63,7 @@ async def test_replay_gold_resolves_and_empty_does_not(
         task, sandbox = await prepared(local_runtime, instance)
         async with sandbox, make_model_client(ReplayModelConfig(play=play)) as model:
             traj = await BuiltinAgent().run(task, sandbox, model)
-            report = await grade(sandbox, instance)
+            report = await grade_agent(local_runtime, sandbox, instance)
         assert traj.meta["exit_status"] == "submitted"
         outcomes[play] = report.resolved
         if play == "gold":
@@ -86,7 +85,7 @@ async def test_same_run_through_the_http_gateway(
     service = make_model_service(ReplayModelConfig())
     async with sandbox, GatewayServer(service) as gw, HttpModelClient(gw.base_url) as model:
         traj = await BuiltinAgent(BuiltinAgentConfig(max_steps=5)).run(task, sandbox, model)
-        report = await grade(sandbox, instance)
+        report = await grade_agent(local_runtime, sandbox, instance)
         assert len(service.recorder) == 0  # the agent released its recorded calls
     assert report.resolved
     calls = [s for s in traj.steps if isinstance(s, ModelCall)]

@@ -9,14 +9,13 @@ import pytest
 from megaflow.agent.config import MiniSweAgentConfig
 from megaflow.agent.factory import make_agent
 from megaflow.core.trajectory import Action, Observation
-from megaflow.datasets.grading import grade
 from megaflow.datasets.instance import SWEInstance
 from megaflow.environment.abstract import Runtime
 from megaflow.model.client import HttpModelClient
 from megaflow.model.config import ReplayModelConfig
 from megaflow.model.factory import make_model_client, make_model_service
 from megaflow.model.gateway import GatewayServer
-from tests.agent.swe_tasks import prepared
+from tests.agent.swe_tasks import grade_agent, prepared
 
 DETERMINISTIC = "minisweagent.models.test_models.DeterministicToolcallModel"
 
@@ -53,7 +52,7 @@ async def test_deterministic_model_solves_a_task_in_a_sandbox(
     task, sandbox = await prepared(local_runtime, instance)
     async with sandbox, make_model_client(ReplayModelConfig()) as model:
         traj = await make_agent(cfg).run(task, sandbox, model)
-        report = await grade(sandbox, instance)
+        report = await grade_agent(local_runtime, sandbox, instance)
     assert traj.meta["exit_status"] == "submitted"
     assert traj.meta["mini_swe_agent_exit"] == "Submitted"
     actions = [s for s in traj.steps if isinstance(s, Action)]
@@ -75,7 +74,7 @@ async def test_gateway_model_records_calls_over_http(
     service = make_model_service(ReplayModelConfig())
     async with sandbox, GatewayServer(service) as gw, HttpModelClient(gw.base_url) as model:
         traj = await make_agent(MiniSweAgentConfig()).run(task, sandbox, model)
-        report = await grade(sandbox, instance)
+        report = await grade_agent(local_runtime, sandbox, instance)
     assert traj.meta["exit_status"] == "submitted"
     assert report.resolved
     calls = traj.model_calls

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from megaflow.datasets import SWEInstance, environment_spec, grade, grade_patch, prepare_sandbox
+from megaflow.datasets import (
+    SWEInstance,
+    environment_spec,
+    extract_patch,
+    grade_patch,
+    prepare_sandbox,
+)
 from megaflow.datasets.grading import patch_files, score
 from megaflow.datasets.loader import load_instances
 from megaflow.datasets.test_log import TestStatus, parse_pytest_report, statuses_for
@@ -118,7 +124,8 @@ async def test_agent_cannot_pass_by_writing_the_tests(tmp_path: Path, runtime: R
         cheat = "def test_add():\n    pass\n"
         await box.exec(["sh", "-c", f"printf '{cheat}' > test_new.py"], cwd="/workspace")
         await box.exec("mkdir __pycache__ && echo x > __pycache__/calc.pyc", cwd="/workspace")
-        report = await grade(box, inst)
+        candidate = await extract_patch(box, inst.base_commit)
+    report = await grade_patch(runtime, inst, candidate.patch)
     assert not report.resolved
     assert "test_new.py" in report.model_patch
     assert "__pycache__" not in report.model_patch

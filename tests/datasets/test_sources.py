@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 from megaflow.core.errors import InvalidInput, NotFound
-from megaflow.datasets import environment_spec, grade, load_instances, prepare_sandbox
-from megaflow.datasets.grading import apply_patch
+from megaflow.datasets import (
+    environment_spec,
+    extract_patch,
+    grade_patch,
+    load_instances,
+    prepare_sandbox,
+)
+from megaflow.datasets.patches import apply_patch
 from megaflow.datasets.instance import DirSource, TarballSource
 from megaflow.datasets.sources import source_archive
 from megaflow.environment.abstract import Runtime
@@ -87,10 +93,11 @@ async def test_every_source_prepares_a_git_checkout_at_base(
             status = await box.exec("git status --porcelain && ls", cwd="/workspace")
             assert status.ok
             assert status.stdout.split() == ["calc.py", "test_calc.py"]
-            assert await apply_patch(box, inst.patch) is None
+            assert await apply_patch(box, inst.patch.encode()) is None
             diff = await box.exec("git diff", cwd="/workspace")
             assert "+    return a + b" in diff.stdout
-            report = await grade(box, inst)
+            candidate = await extract_patch(box, inst.base_commit)
+            report = await grade_patch(runtime, inst, candidate.patch)
             assert report.resolved, (inst.instance_id, report.error, report.test_output)
             assert report.reward == 1.0
             assert "return a + b" in report.model_patch

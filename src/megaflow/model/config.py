@@ -62,8 +62,20 @@ class TransformersModelConfig(_Routed):
     max_concurrency: int = Field(1, ge=1, description="Generations at once.")
 
 
+class ScriptedModelConfig(_Routed):
+    """Answers every task with the same tool calls: each command through the
+    ``bash`` tool, then ``submit``. A scripted agent for smoke tests and for
+    attacking the sandbox and the grader on purpose."""
+
+    type: Literal["scripted"] = "scripted"
+    bash: list[str] = Field(
+        default_factory=list, description="Shell commands, run one per turn, in order."
+    )
+
+
 ModelConfig = Annotated[
-    ReplayModelConfig | OpenAIModelConfig | TransformersModelConfig, Field(discriminator="type")
+    ReplayModelConfig | OpenAIModelConfig | TransformersModelConfig | ScriptedModelConfig,
+    Field(discriminator="type"),
 ]
 
 
@@ -73,3 +85,6 @@ class GatewayConfig(_Cfg):
     host: str = Field("127.0.0.1", description="Address to bind.")
     port: int = Field(8000, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
     model: ModelConfig = Field(default_factory=ReplayModelConfig)
+    max_body_mb: int = Field(
+        16, ge=1, le=4096, description="Largest request body in MiB; a larger one gets HTTP 413."
+    )

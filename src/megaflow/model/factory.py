@@ -10,6 +10,7 @@ from megaflow.model.config import (
     ModelConfig,
     OpenAIModelConfig,
     ReplayModelConfig,
+    ScriptedModelConfig,
     TransformersModelConfig,
 )
 from megaflow.model.routing import Router
@@ -44,6 +45,11 @@ def make_backends(cfg: ModelConfig) -> list[Backend]:
                 cfg.model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature
             )
         ]
+    if isinstance(cfg, ScriptedModelConfig):
+        from megaflow.model.scripted import ScriptedBackend, tool_call
+
+        steps = [tool_call("bash", {"command": c}, f"call_{n}") for n, c in enumerate(cfg.bash)]
+        return [ScriptedBackend([*steps, tool_call("submit", {}, "call_submit")])]
     raise TypeError(f"unknown model config {type(cfg).__name__}")
 
 
@@ -54,6 +60,8 @@ def served_name(cfg: ModelConfig) -> str:
         return f"replay-{cfg.play}"
     if isinstance(cfg, OpenAIModelConfig):
         return cfg.model
+    if isinstance(cfg, ScriptedModelConfig):
+        return "scripted"
     return Path(cfg.model).name or "transformers"
 
 
