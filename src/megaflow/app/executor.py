@@ -97,13 +97,12 @@ class AgentExecutor(TaskExecutor):
                 if instance is not None:
                     max_bytes = arm.grading.max_patch_kb * 1024
                     candidate = await extract_patch(sandbox, instance.base_commit, max_bytes)
+            times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s}
             report = None
             if instance is not None and candidate is not None:
                 strict = arm.grading.strict_for(task.type)
-                report = await self._grade(task, spec, instance, candidate, strict)
-            grade_s = time.perf_counter() - t2
-            times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s,
-                     "grade_s": grade_s}  # fmt: skip
+                report = await self._grade(task, spec, instance, candidate, times, strict)
+            times["grade_s"] = time.perf_counter() - t2
             patch = candidate.patch if candidate is not None else None
             return await self._finish(ctx, traj, report, patch, times)
         except BaseException as exc:
@@ -148,15 +147,19 @@ class AgentExecutor(TaskExecutor):
         spec: EnvironmentSpec,
         instance: SWEInstance,
         candidate: Candidate,
+        times: dict[str, float],
         strict: bool,
     ) -> GradeReport:
         """Grade the candidate in a fresh sandbox. A grading problem (tests hang,
         the test patch does not apply) is recorded in the report and leaves the
-        task unresolved."""
+        task unresolved. ``times`` gets the grading sandbox's start and preparation."""
         if candidate.error is not None:
             return failed_report(instance, candidate.error, candidate.patch, strict)
+        t0 = time.perf_counter()
         async with self._sandbox(task, spec) as grader:
+            times["grade_sandbox_start_s"] = time.perf_counter() - t0
             await prepare_sandbox(grader, instance)
+            times["grade_prepare_s"] = time.perf_counter() - t0 - times["grade_sandbox_start_s"]
             return await grade_prepared(grader, instance, candidate.patch, strict)
 
     async def _finish(
@@ -180,7 +183,8 @@ class AgentExecutor(TaskExecutor):
         reward = report.reward if report else float(success)
         if self.metrics is not None:
             kind = str(traj.meta.get("task_type") or (task.type.value if task.type else "eval"))
-            self.metrics.task_done(task.run_id, kind, sum(times.values()), success, reward)
+            total = sum(times[k] for k in ("sandbox_start_s", "prepare_s", "agent_s", "grade_s"))
+            self.metrics.task_done(task.run_id, kind, total, success, reward)
             for call in traj.model_calls:
                 self.metrics.model_call(
                     task.run_id, call.duration_s, call.prompt_tokens, call.completion_tokens

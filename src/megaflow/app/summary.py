@@ -21,6 +21,8 @@ class ArmSummary:
     task_p99_s: float
     start_p50_s: float
     start_p99_s: float
+    grade_start_p50_s: float = 0.0
+    grade_start_p99_s: float = 0.0
 
     @property
     def total(self) -> int:
@@ -82,8 +84,9 @@ async def summarize_arm(store: MetadataStore, run_id: str, arm: str, samples: in
     metrics = summarize(outcomes, ks)
     finished = [o for o, rec in zip(outcomes, records, strict=True) if rec.id in results]
     times = [o.duration_s for o in finished]
-    starts = [results[rec.id].metrics.get("sandbox_start_s", 0.0)
-              for rec in records if rec.id in results]  # fmt: skip
+    done = [results[rec.id].metrics for rec in records if rec.id in results]
+    starts = [m.get("sandbox_start_s", 0.0) for m in done]
+    grade_starts = [m["grade_sandbox_start_s"] for m in done if "grade_sandbox_start_s" in m]
     return ArmSummary(
         run_id=run_id,
         arm=arm,
@@ -93,6 +96,8 @@ async def summarize_arm(store: MetadataStore, run_id: str, arm: str, samples: in
         task_p99_s=percentile(times, 99) if times else 0.0,
         start_p50_s=percentile(starts, 50) if starts else 0.0,
         start_p99_s=percentile(starts, 99) if starts else 0.0,
+        grade_start_p50_s=percentile(grade_starts, 50) if grade_starts else 0.0,
+        grade_start_p99_s=percentile(grade_starts, 99) if grade_starts else 0.0,
     )
 
 

@@ -114,6 +114,9 @@ def _print(job: Job, s: JobSummary) -> None:
         ("task time P50 / P99", [f"{a.task_p50_s:.2f} / {a.task_p99_s:.2f} s" for a in s.arms]),
         ("sandbox start P50 / P99",
          [f"{a.start_p50_s * 1000:.1f} / {a.start_p99_s * 1000:.1f} ms" for a in s.arms]),
+        ("grading sandbox start P50 / P99",
+         [f"{a.grade_start_p50_s * 1000:.1f} / {a.grade_start_p99_s * 1000:.1f} ms"
+          for a in s.arms]),
     ]  # fmt: skip
     for name, cells in rows:
         table.add_row(name, *cells)
