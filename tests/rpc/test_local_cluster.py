@@ -71,6 +71,9 @@ def test_up_submit_status_down(cluster: tuple[Path, int, int], tmp_path: Path) -
         assert service in up.stdout
     token_file = tmp_path / "state" / "token"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    for m in members(tmp_path / "state"):
+        assert stat.S_IMODE(Path(m.log).stat().st_mode) == 0o600, m.log
     pids = [m.pid for m in members(tmp_path / "state")]
     assert len(pids) == 4
     assert os.getpid() not in pids

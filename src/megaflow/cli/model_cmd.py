@@ -23,7 +23,7 @@ def _load(config: Path | None) -> GatewayConfig:
         return GatewayConfig.model_validate(data)
     except OSError as exc:
         fail(f"cannot read {config}: {exc}")
-    except (yaml.YAMLError, ValidationError) as exc:
+    except (yaml.YAMLError, ValidationError, RecursionError, UnicodeDecodeError) as exc:
         fail(f"{config} is not a gateway config: {exc}")
 
 
@@ -38,7 +38,8 @@ async def _serve(cfg: GatewayConfig, token: str, token_file: Path) -> None:
         loop.add_signal_handler(sig, stop.set)
     service = make_model_service(cfg.model)
     wrap = functools.partial(BearerAuthMiddleware, token=token)
-    async with GatewayServer(service, cfg.host, cfg.port, wrap=wrap) as gw:
+    limit = cfg.max_body_mb * 1024 * 1024
+    async with GatewayServer(service, cfg.host, cfg.port, wrap=wrap, max_body_bytes=limit) as gw:
         console.print(
             f"model gateway serving [bold]{service.name}[/] ({cfg.model.type}) at {gw.base_url}",
             highlight=False,

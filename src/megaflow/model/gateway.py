@@ -35,6 +35,7 @@ from megaflow.core.errors import (
     TransportError,
 )
 from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion
+from megaflow.model.body_limit import DEFAULT_MAX_BODY_MB, BodyLimitMiddleware
 from megaflow.model.service import ModelService
 
 _STATUS: list[tuple[type[Exception], int, str]] = [
@@ -119,9 +120,11 @@ def stream_chunks(
     return out
 
 
-def create_app(service: ModelService) -> FastAPI:
-    """The FastAPI application serving ``service``."""
+def create_app(service: ModelService, max_body_bytes: int = DEFAULT_MAX_BODY_MB << 20) -> FastAPI:
+    """The FastAPI application serving ``service``; a request body over
+    ``max_body_bytes`` is answered with 413 before it is read."""
     app = FastAPI(title="MegaFlow model gateway", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
 
     def error(exc: Exception) -> JSONResponse:
         status, kind = _error_status(exc)
@@ -198,8 +201,11 @@ class GatewayServer:
         *,
         owns_service: bool = True,
         wrap: Callable[[Any], Any] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_MB << 20,
     ) -> None:
         self.service = service
+        self.max_body_bytes = max_body_bytes
+        """Largest request body accepted; a larger one gets HTTP 413."""
         self.host = host
         self.port = port
         self.owns_service = owns_service
@@ -222,7 +228,7 @@ class GatewayServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.host, self.port))
         self.port = self._sock.getsockname()[1]
-        app = create_app(self.service)
+        app = create_app(self.service, self.max_body_bytes)
         config = uvicorn.Config(
             self.wrap(app) if self.wrap is not None else app,
             log_level="warning",

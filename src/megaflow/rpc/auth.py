@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from megaflow.core.errors import ConfigError
+from megaflow.storage.private import private_dir
 
 AUTH_HEADER = "authorization"
 SCHEME = "Bearer"
@@ -40,7 +41,7 @@ def write_token(path: Path, token: str) -> None:
     file is tightened to 0600 before it is overwritten.
     """
     _check_token(token, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(fd, 0o600)

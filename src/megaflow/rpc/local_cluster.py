@@ -26,6 +26,7 @@ from pathlib import Path
 from megaflow.core.errors import TransportError
 from megaflow.rpc.cluster import SERVABLE, check_health
 from megaflow.rpc.config import ClusterConfig, Service
+from megaflow.storage.private import private_dir, private_file
 
 STATE_FILE = "cluster.json"
 PROGRAM = "from megaflow.cli.main import main; main()"
@@ -68,7 +69,7 @@ def members(state_dir: Path) -> list[Member]:
 def up(cfg: ClusterConfig, config_path: Path, token: str, timeout: float = 60.0) -> list[Member]:
     """Start every service of ``cfg``, in dependency order, each healthy before the next."""
     state = Path(cfg.state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    private_dir(state)
     config_path = config_path.absolute()
     if any(_is_ours(m.pid, str(config_path)) for m in members(state)):
         raise TransportError(f"a cluster from {config_path} is already up; run `megaflow down`")
@@ -76,7 +77,7 @@ def up(cfg: ClusterConfig, config_path: Path, token: str, timeout: float = 60.0)
     try:
         for service in SERVABLE:
             log = state / f"{service}.log"
-            with log.open("ab") as out:
+            with os.fdopen(private_file(log), "ab") as out:  # logs are 0600
                 proc = subprocess.Popen(
                     _command(service, config_path),
                     stdin=subprocess.DEVNULL,

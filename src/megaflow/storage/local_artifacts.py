@@ -16,6 +16,7 @@ from pathlib import Path
 from megaflow.core.errors import ArtifactKeyError, ChecksumMismatch, NotFound, StorageError
 from megaflow.storage.abstract import ArtifactRef, ArtifactStore
 from megaflow.storage.keys import check_key
+from megaflow.storage.private import private_dir
 
 _SUM = ".sha256"
 
@@ -25,7 +26,7 @@ class LocalArtifactStore(ArtifactStore):
         self.root = Path(root).resolve()
 
     async def start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)  # new folders 0700; files are written 0600 (mkstemp)
 
     def _path(self, key: str) -> Path:
         check_key(key)
@@ -37,7 +38,7 @@ class LocalArtifactStore(ArtifactStore):
         return path
 
     def _write_atomic(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:

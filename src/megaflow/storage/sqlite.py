@@ -11,6 +11,7 @@ SQLite's cross-thread locking.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, Sto
 from megaflow.core.states import TaskState, check_transition
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.private import private_file, tighten
 from megaflow.storage.sqlite_schema import migrate
 
 _TASK_COLS = "id, run_id, seq, state, attempts, preemptions, updated_at, error, spec"
@@ -46,12 +48,19 @@ class SqliteMetadataStore(MetadataStore):
     async def start(self) -> None:
         if self._conn is not None:
             return
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        on_disk = self.path not in (":memory:", "")
+        if on_disk:
+            try:  # created 0600 in a 0700 folder; SQLite gives -wal and -shm the same mode
+                os.close(private_file(self.path, os.O_RDONLY))
+            except OSError as exc:
+                raise StorageError(f"cannot create metadata database {self.path}: {exc}") from exc
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout=10000")  # first: other openers may hold locks
             conn.execute("PRAGMA journal_mode=WAL")
+            if on_disk:
+                for suffix in ("-wal", "-shm"):
+                    tighten(self.path + suffix)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             migrate(conn)
