@@ -127,6 +127,11 @@ class Sandbox(abc.ABC):
         """Kill every process and restore the workspace as it was right after setup."""
 
     @abc.abstractmethod
+    async def kill_processes(self) -> None:
+        """Kill every process the sandbox's commands started (the exec server
+        stays); files are left as they are."""
+
+    @abc.abstractmethod
     async def stats(self) -> SandboxStats: ...
 
     @abc.abstractmethod

@@ -8,6 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 
+# Secret-bearing paths inside the 'host' image's allow list, covered by default.
+DEFAULT_HIDE = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh",
+    "/etc/sudoers", "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd",
+    "/etc/subuid", "/etc/subgid", "/etc/machine-id", "/etc/krb5.keytab", "/etc/docker",
+    "/etc/containers/auth.json", "/etc/wireguard", "/etc/NetworkManager/system-connections",
+    "/etc/ipsec.secrets", "/etc/ppp", "/etc/mysql", "/etc/postgresql", "/etc/letsencrypt",
+)  # fmt: skip
+
 
 class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -25,11 +34,30 @@ class LocalRuntimeConfig(_Cfg):
         4096, ge=1, description="Size limit of unpacked root filesystem images (LRU)."
     )
     hide: list[str] = Field(
-        default_factory=lambda: ["/home", "/etc/shadow", "/etc/gshadow", "/etc/ssh"],
-        description="Host paths hidden from 'host' image sandboxes (/root always is).",
+        default_factory=lambda: list(DEFAULT_HIDE),
+        description="Host paths hidden inside what 'host' image sandboxes see.",
     )
     hide_checkout: bool = Field(
-        True, description="Hide the git checkout the runtime was started in."
+        True, description="Hide the git checkout the runtime was started in (if bound)."
+    )
+    host_paths: list[str] = Field(
+        default_factory=list,
+        description="Extra host paths bound read-only into 'host' image sandboxes; "
+        "only /usr, /bin, /sbin, /lib*, /etc are bound unless the config names more.",
+    )
+    uid_base: int = Field(
+        100_000,
+        ge=1,
+        le=2**32 - 2 - 65_536,
+        description="First host uid/gid of the 65536 that sandbox uids 0..65535 map to; "
+        "the agent (uid 1000 inside) is uid_base+1000 on the host. Pick a range no "
+        "account uses. Not used when MegaFlow runs unprivileged (its /etc/subuid range is).",
+    )
+    seccomp: bool = Field(
+        True, description="Load the seccomp filter; False only for machines of unknown arch."
+    )
+    max_frame_mb: int = Field(
+        64, ge=1, le=1024, description="Largest message from a sandbox's exec server, MiB."
     )
     start_timeout_s: float = Field(30.0, gt=0, description="Longest wait for a sandbox start.")
     setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")

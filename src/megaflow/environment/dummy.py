@@ -138,6 +138,9 @@ class DummySandbox(Sandbox):
         self._alive()
         self.files = dict(self._snapshot)
 
+    async def kill_processes(self) -> None:
+        self._alive()  # runs nothing, so nothing to kill
+
     async def stats(self) -> SandboxStats:
         self._alive()
         return SandboxStats(pids=1)

@@ -134,6 +134,10 @@ class GrpcSandbox(Sandbox):
         ref = pb.SandboxRef(sandbox_id=self.id)
         await self._rt.call("Reset", lambda s, md: s.Reset(ref, metadata=md))
 
+    async def kill_processes(self) -> None:
+        ref = pb.SandboxRef(sandbox_id=self.id)
+        await self._rt.call("KillProcesses", lambda s, md: s.KillProcesses(ref, metadata=md))
+
     async def stats(self) -> SandboxStats:
         ref = pb.SandboxRef(sandbox_id=self.id)
         return codec.stats_from_pb(

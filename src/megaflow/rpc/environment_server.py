@@ -164,6 +164,11 @@ class EnvironmentServicer:
         return common_pb2.Empty()
 
     @handles_errors
+    async def KillProcesses(self, request: pb.SandboxRef, context: Ctx) -> common_pb2.Empty:
+        await self._box(request.sandbox_id).sandbox.kill_processes()
+        return common_pb2.Empty()
+
+    @handles_errors
     async def Stats(self, request: pb.SandboxRef, context: Ctx) -> pb.SandboxStats:
         return codec.stats_to_pb(await self._box(request.sandbox_id).sandbox.stats())
 

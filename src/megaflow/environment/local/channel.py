@@ -3,6 +3,13 @@
 Requests are framed as in :mod:`megaflow.environment.local.server`; many may
 be in flight at once, and one reader task matches replies to callers by id.
 When the server dies every waiting call fails with ``SandboxError``.
+
+The host never trusts a frame's size: header and body lengths are checked
+against caps before anything is read, so a broken or hostile server cannot
+make the host allocate more than ``max_frame`` bytes. An oversized or
+malformed frame, a reply to no outstanding request, or a second reply to one,
+is a protocol violation: every waiting call fails and ``on_violation`` runs
+(the sandbox tears itself down).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import asyncio
 import errno
 import marshal
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from megaflow.core.errors import NotFound, SandboxError, SandboxTimeout
@@ -18,6 +26,11 @@ from megaflow.core.errors import NotFound, SandboxError, SandboxTimeout
 HDR = struct.Struct(">II")
 MARSHAL_VERSION = 4
 Reply = tuple[dict[str, Any], bytes]
+MAX_HEADER = 1 << 20  # headers are small dicts; the server keeps them below 64 KiB
+
+
+class ProtocolError(Exception):
+    """The server sent something no correct server sends."""
 
 
 def frame(head: dict[str, Any], body: bytes = b"") -> bytes:
@@ -26,8 +39,18 @@ def frame(head: dict[str, Any], body: bytes = b"") -> bytes:
 
 
 class Channel:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str):
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        name: str,
+        max_frame: int = 64 << 20,
+        on_violation: Callable[[str], None] | None = None,
+    ):
         self._reader = reader
+        self.max_frame = max_frame
+        self._on_violation = on_violation
+        self._abandoned: set[int] = set()  # timed out or cancelled: a late reply is fine
         self._writer = writer
         self._name = name
         self._next = 0
@@ -38,7 +61,16 @@ class Channel:
 
     async def _read_frame(self) -> Reply:
         hlen, blen = HDR.unpack(await self._reader.readexactly(HDR.size))
-        head = marshal.loads(await self._reader.readexactly(hlen))
+        if hlen > MAX_HEADER or hlen + blen > self.max_frame:
+            raise ProtocolError(
+                f"frame of {hlen} + {blen} bytes is above the {self.max_frame} byte limit"
+            )
+        try:
+            head = marshal.loads(await self._reader.readexactly(hlen))
+        except (ValueError, EOFError, TypeError) as e:
+            raise ProtocolError(f"unreadable frame header ({e})") from e
+        if not isinstance(head, dict) or not isinstance(head.get("id", 0), int):
+            raise ProtocolError(f"frame header is not a request reply: {type(head).__name__}")
         body = await self._reader.readexactly(blen) if blen else b""
         return head, body
 
@@ -48,6 +80,8 @@ class Channel:
             head, _ = await self._read_frame()
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             raise SandboxError(f"sandbox {self._name}: exec server exited while starting") from e
+        except ProtocolError as e:
+            raise SandboxError(f"sandbox {self._name}: bad hello: {e}") from e
         if head.get("op") != "ready":
             raise SandboxError(f"sandbox {self._name}: unexpected hello {head!r}")
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -57,17 +91,26 @@ class Channel:
         try:
             while True:
                 head, body = await self._read_frame()
-                stream = self._streams.get(head.get("id", -1))
+                rid = head.get("id", -1)
+                stream = self._streams.get(rid)
                 if stream is not None:  # a terminal: output frames, then its exit
                     stream.put_nowait((head, body))
                     if "out" not in head:
-                        del self._streams[head["id"]]
+                        del self._streams[rid]
                     continue
-                fut = self._waiting.pop(head.get("id", -1), None)
+                fut = self._waiting.pop(rid, None)
                 if fut is not None and not fut.done():
                     fut.set_result((head, body))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, EOFError, TypeError):
+                elif rid in self._abandoned:
+                    self._abandoned.discard(rid)
+                else:
+                    raise ProtocolError(f"reply to request {rid!r}, which is not outstanding")
+        except (asyncio.IncompleteReadError, ConnectionError):
             self._fail("the sandbox's exec server exited (killed, or out of memory)")
+        except ProtocolError as e:
+            self._fail(f"protocol violation by the exec server: {e}")
+            if self._on_violation is not None:
+                self._on_violation(str(e))
 
     def _fail(self, reason: str) -> None:
         self._closed = reason
@@ -95,11 +138,15 @@ class Channel:
             await self._writer.drain()
             reply, data = await asyncio.wait_for(fut, timeout)
         except TimeoutError as e:
+            self._abandoned.add(rid)
             raise SandboxTimeout(
                 f"sandbox {self._name}: no answer to {head['op']!r} within {timeout} s"
             ) from e
         except (ConnectionError, RuntimeError) as e:
             raise SandboxError(f"sandbox {self._name}: exec server is gone ({e})") from e
+        except asyncio.CancelledError:
+            self._abandoned.add(rid)
+            raise
         finally:
             self._waiting.pop(rid, None)
         if "error" in reply:
@@ -126,8 +173,8 @@ class Channel:
         return self._send(head), queue
 
     def notify(self, head: dict[str, Any], body: bytes = b"") -> None:
-        """Send a request that gets no reply."""
-        self._send(head, body)
+        """Send a request that gets no reply (not even an error)."""
+        self._send({**head, "noreply": True}, body)
 
     async def close(self) -> None:
         self._fail("the sandbox was destroyed")

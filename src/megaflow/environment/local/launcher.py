@@ -1,8 +1,9 @@
 """Build the one bubblewrap command line that starts a local sandbox.
 
 The sandbox's root is bubblewrap's own tmpfs, made read-only at the end; each
-top-level entry of the image (the host root, or an unpacked root filesystem)
-is bound into it read-only, so mount points for the workspace can be created
+top-level entry of an unpacked root filesystem, or for the host image only
+the entries of an allow list (``/usr``, ``/etc``, the lib dirs...), is bound
+into it read-only, so mount points for the workspace can be created
 anywhere. Writable state lives in three host directories bound over the
 workdir, ``/tmp`` and ``/root``; everything else is read-only or hidden.
 """
@@ -24,14 +25,14 @@ BWRAP_PACKAGE = "bubblewrap"
 HOST_PYTHON = Path("/usr/bin/python3")
 HOST_USR_IN_SANDBOX = "/.megaflow/usr"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Top-level host entries never bound from the host root: private or replaced.
+# Top-level entries of a root filesystem image never bound: private or replaced.
 _SKIP_TOP = {"proc", "dev", "tmp", "run", "root", "sys", "lost+found", "old_root"}
-# Like a container's default set, without mount, raw network or device powers:
-# CAP_SYS_ADMIN would let a sandbox unmount what hides host paths.
-KEPT_CAPS = (
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
-    "CAP_SETGID", "CAP_SETUID", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-)  # fmt: skip
+# What the 'host' image binds read-only (symlinks stay symlinks); nothing else
+# of the host is visible unless the config's host_paths names it.
+HOST_ALLOW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+# Only what the exec server (uid 0 inside) needs to run commands as the agent
+# and to kill them; agent commands drop all of them with their setuid.
+KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 # Boot loader given to python -c: read the server from stdin (compiled code when
 # the sandbox's python has the same bytecode as ours, else source) and run it.
 _BOOT = (
@@ -104,7 +105,7 @@ class ServerCommand:
     extra_binds: list[str] = field(default_factory=list)
 
 
-def server_command(payload: ServerPayload, host_root: bool) -> ServerCommand:
+def server_command(payload: ServerPayload, host_root: bool, max_frame: int) -> ServerCommand:
     """Run the host's python3 as the server; inside a foreign root filesystem
     the host's /usr is bound at a hidden path and python is started through
     the host's dynamic loader, so the image itself needs no python."""
@@ -113,7 +114,8 @@ def server_command(payload: ServerPayload, host_root: bool) -> ServerCommand:
             f"{HOST_PYTHON} is missing; the local runtime needs the host's 'python3' "
             "package (apt-get install python3)"
         )
-    tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), "c" if payload.compiled else "s"]
+    kind = "c" if payload.compiled else "s"
+    tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), kind, str(max_frame)]
     if host_root:
         return ServerCommand([str(HOST_PYTHON), *tail])
     python = HOST_PYTHON.resolve()
@@ -133,7 +135,15 @@ def server_command(payload: ServerPayload, host_root: bool) -> ServerCommand:
     return ServerCommand(
         argv,
         env={"PYTHONHOME": HOST_USR_IN_SANDBOX},
-        extra_binds=["--ro-bind", "/usr", HOST_USR_IN_SANDBOX],
+        extra_binds=[
+            "--perms",
+            "0755",
+            "--dir",
+            str(Path(HOST_USR_IN_SANDBOX).parent),
+            "--ro-bind",
+            "/usr",
+            HOST_USR_IN_SANDBOX,
+        ],
     )
 
 
@@ -142,51 +152,84 @@ class LaunchPlan:
     """Everything one sandbox's bubblewrap command needs."""
 
     image_root: Path  # "/" for the host image
-    rw_dir: Path  # holds ws/, tmp/, home/
+    rw_dir: Path  # holds ws/, tmp/, home/ (as bubblewrap reaches it: maybe staged)
     workdir: str
     network: str
     hide: list[Path]
     payload: ServerPayload
     hostname: str = "sandbox"
     root_binds: list[str] | None = None  # root_binds(plan), when the caller cached it
+    image_source: Path | None = None  # image_root as bubblewrap reaches it (staged)
+    host_paths: list[tuple[Path, Path]] = field(default_factory=list)  # (path, source)
+    fds: dict[str, int] = field(default_factory=dict)  # info, block, seccomp
+    max_frame: int = 64 << 20
+
+
+def _covered(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
 
 
 def root_binds(plan: LaunchPlan) -> list[str]:
-    """Bind the image's top-level entries read-only and cover the hidden paths.
-    Depends only on the image root and ``hide``, so callers may cache it."""
+    """Bind the image's top-level entries (for the host image: the allow list
+    and ``host_paths``) read-only and cover the hidden paths. Depends only on
+    the image, ``host_paths`` and ``hide``, so callers may cache it."""
     args: list[str] = []
-    for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
-        if entry.name in _SKIP_TOP:
-            continue
-        target = "/" + entry.name
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(entry.path), target]
-        elif entry.is_dir() or entry.is_file():
-            args += ["--ro-bind", entry.path, target]
-    if plan.image_root == Path("/"):
-        for path in plan.hide:
-            top = path.parts[1] if len(path.parts) > 1 else ""
-            if top in _SKIP_TOP or not (plan.image_root / top).exists():
-                continue  # not visible in the sandbox anyway
-            if path.is_dir():
-                args += ["--tmpfs", str(path)]
-            elif path.exists():
-                args += ["--ro-bind", "/dev/null", str(path)]
+    if plan.image_root != Path("/"):
+        source = plan.image_source or plan.image_root
+        for entry in sorted(os.scandir(plan.image_root), key=lambda e: e.name):
+            if entry.name in _SKIP_TOP:
+                continue
+            target = "/" + entry.name
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), target]
+            elif entry.is_dir() or entry.is_file():
+                args += ["--ro-bind", str(source / entry.name), target]
+        return args
+    bound: list[Path] = []
+    for name in HOST_ALLOW:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
+    made = {Path("/var")}  # directories made on the sandbox's root (bubblewrap's own are 0700)
+    args += ["--perms", "0755", "--dir", "/var"]
+    for path, source in plan.host_paths:
+        if path.exists() and not _covered(path, bound):
+            for parent in reversed(path.parents[:-1]):
+                if parent not in made:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(parent)
+            args += ["--ro-bind", str(source), str(path)]
+            bound.append(path)
+    var_tmp = Path("/var/tmp")
+    if not any(var_tmp.is_relative_to(p) or p.is_relative_to(var_tmp) for p in bound):
+        args += ["--symlink", "/tmp", str(var_tmp)]  # else a host path is there
+    for path in plan.hide:
+        if not _covered(path, bound) or not (path.exists() or path.is_symlink()):
+            continue  # not visible in the sandbox anyway
+        if path.is_dir() and not path.is_symlink():
+            args += ["--tmpfs", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
     return args
 
 
-def bwrap_argv(bwrap: str, plan: LaunchPlan, command: list[str] | None = None) -> list[str]:
-    """The bubblewrap argv running the exec server, or ``command`` on a terminal."""
+def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
+    """The bubblewrap argv running the exec server as uid 0 of a new user
+    namespace whose maps the caller writes (``--userns-block-fd``)."""
     host_root = plan.image_root == Path("/")
-    server = server_command(plan.payload, host_root)
-    if command is not None:
-        server = ServerCommand(command)
-    args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc"]
-    args += ["--unshare-uts", "--hostname", plan.hostname, "--cap-drop", "ALL"]
+    server = server_command(plan.payload, host_root, plan.max_frame)
+    args = [bwrap, "--die-with-parent", "--unshare-user", "--uid", "0", "--gid", "0"]
+    args += ["--userns-block-fd", str(plan.fds["block"]), "--info-fd", str(plan.fds["info"])]
+    if "seccomp" in plan.fds:
+        args += ["--seccomp", str(plan.fds["seccomp"])]
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", plan.hostname]
+    args += ["--cap-drop", "ALL"]
     for cap in KEPT_CAPS:
         args += ["--cap-add", cap]
-    if command is None:  # no terminal to steal input from; shells need job control
-        args.append("--new-session")
+    args.append("--new-session")  # no terminal to steal input from
     if plan.network != "host":  # 'none' and 'loopback': an own namespace, only lo
         args.append("--unshare-net")
     args += ["--clearenv"]

@@ -5,7 +5,8 @@ and start time no longer match) or its deadline has passed. For each orphan
 the reaper kills the bubblewrap process and everything in its cgroups,
 unmounts anything mounted below its directory, removes its cgroups and its
 directory. cgroups of dead MegaFlow processes are removed even when their
-directory is already gone.
+directory is already gone, and so are their staging mounts below
+``/run/megaflow``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from megaflow.environment.local.cgroups import CgroupLayout, remove_groups
 from megaflow.environment.local.records import SandboxRecord, key_alive, remove_sandbox_dir
+from megaflow.environment.local.userns import reap_stages
 
 STRAY_DIR_AGE_S = 300  # a directory without a record younger than this may still be starting
 
@@ -66,6 +68,8 @@ class Reaper:
                 self._remove_dir(entry)
                 count += 1
         self._reap_cgroups()
+        if os.geteuid() == 0:
+            reap_stages(lambda key: key == self.process or key_alive(key))
         return count
 
     def kill(self, record: SandboxRecord) -> None:

@@ -4,12 +4,17 @@
 (new user, pid, ipc, uts and, unless ``network: host``, net namespaces) with
 the exec server inside, places files and the repository, runs the setup
 commands and snapshots the writable state for later resets.
+
+bubblewrap starts as an unprivileged host uid and waits (``--userns-block-fd``)
+until this process has written its user namespace's uid/gid maps and put
+it into the sandbox's cgroups; only then does anything run inside.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -19,7 +24,7 @@ from pathlib import Path
 from megaflow.core.errors import InvalidInput, MegaFlowError, SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxInfo
 from megaflow.environment.config import LocalRuntimeConfig
-from megaflow.environment.local import cgroups, launcher, workspace
+from megaflow.environment.local import cgroups, launcher, seccomp, userns, workspace
 from megaflow.environment.local.channel import Channel
 from megaflow.environment.local.images import ImageCache
 from megaflow.environment.local.reaper import Reaper
@@ -27,8 +32,6 @@ from megaflow.environment.local.records import SandboxRecord, process_key, start
 from megaflow.environment.local.sandbox import LocalSandbox
 from megaflow.monitoring.environment import EnvironmentMetrics
 
-# Put this shell (and so the bwrap it becomes) into the sandbox's cgroups first.
-_ATTACH = 'IFS=:; for f in $MF_CGROUP_PROCS; do echo $$ > "$f" || exit 121; done; exec "$@"'
 MIN_MEMORY_MB = 32  # the exec server alone needs about 10 MiB
 
 
@@ -37,6 +40,30 @@ def _checkout_of(path: Path) -> Path | None:
         if (candidate / ".git").exists():
             return candidate
     return None
+
+
+async def _read_all(fd: int) -> bytes:
+    """Everything written to the pipe ``fd`` until its writers close it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    data = bytearray()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        data.extend(chunk)
+        if not chunk and not done.done():
+            done.set_result(None)
+
+    os.set_blocking(fd, False)
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+    return bytes(data)
 
 
 def _mem_total() -> int:
@@ -68,6 +95,12 @@ class LocalRuntime(Runtime):
         self.reaped_at_start = 0
         self._stopped = False
         self._binds: dict[Path, list[str]] = {}
+        self.ids: userns.IdMap | None = None
+        self.stage: Path | None = None  # self.root as bubblewrap reaches it, when bound
+        self._filters: dict[str, bytes] = {}
+        self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
+        self._stage_name = ""
+        self._host_paths: list[tuple[Path, Path]] = []
 
     @property
     def sandbox_root(self) -> Path:
@@ -79,8 +112,22 @@ class LocalRuntime(Runtime):
         self._stopped = False
         self._bwrap = launcher.find_bwrap()
         self.layout = cgroups.detect(self.cfg.cgroups)
-        self.sandbox_root.mkdir(parents=True, exist_ok=True)
+        self.ids = userns.id_map(self.cfg.uid_base)
+        if self.cfg.seccomp:
+            self._filters = {net: seccomp.build(net) for net in ("none", "loopback", "host")}
+        for path in self.cfg.host_paths:
+            if not path.startswith("/"):
+                raise SandboxStartError(f"host_paths entry {path!r} is not an absolute path")
+        for own in (self.root, self.sandbox_root, self.images.root):
+            own.mkdir(mode=0o711, parents=True, exist_ok=True)
+            own.chmod(0o711)  # traversable by bubblewrap's uid, not listable
         self._server = self._server or await asyncio.to_thread(launcher.server_payload)
+        if self.ids.run_as is not None:  # root: bubblewrap's uid may not reach self.root
+            self._stage_name = uuid.uuid4().hex[:8]
+            self.stage = await asyncio.to_thread(self._stage, self.root, self._stage_name)
+        self._host_paths = [
+            await asyncio.to_thread(self._source, Path(p)) for p in self.cfg.host_paths
+        ]
         hide = [Path(p) for p in self.cfg.hide] + [self.root]
         checkout = _checkout_of(Path.cwd()) if self.cfg.hide_checkout else None
         self.hide = [*hide, *([checkout] if checkout else [])]
@@ -116,6 +163,10 @@ class LocalRuntime(Runtime):
             for base in self.layout.bases():
                 with contextlib.suppress(OSError):
                     (base / self.process).rmdir()
+        for target in [*self._staged.values(), *([self.stage] if self.stage else [])]:
+            await asyncio.to_thread(userns.unstage, target)
+        self._staged.clear()
+        self.stage = None
         self._started = False
         self._stopped = True
 
@@ -131,6 +182,11 @@ class LocalRuntime(Runtime):
             )
         if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
             raise InvalidInput(f"spec workdir {spec.workdir!r} must be an absolute path of its own")
+        if res.disk_mb is not None and os.geteuid() != 0:
+            raise InvalidInput(
+                "disk_mb needs MegaFlow to run as root here (each sandbox's writable "
+                "state is a tmpfs of that size, mounted by this process)"
+            )
 
     async def create(self, spec: EnvironmentSpec, owner: str | None = None) -> LocalSandbox:
         if self._stopped:  # e.g. a pool still refilling after the runtime stopped
@@ -148,6 +204,7 @@ class LocalRuntime(Runtime):
         directory = self.sandbox_root / sid
         base_env = {**launcher.default_env(spec.workdir), **spec.env}
         sb = LocalSandbox(info, spec, directory, base_env, self.metrics, self._gone)
+        sb.max_frame = self.cfg.max_frame_mb << 20
         if self.metrics is not None:
             self.metrics.moved(self.name, None, "starting")
         self.sandboxes[sid] = sb
@@ -174,10 +231,42 @@ class LocalRuntime(Runtime):
             self.metrics.start_seconds.labels(self.name, "cold").observe(time.perf_counter() - t0)
         return sb
 
+    def _seen(self, path: Path) -> Path:
+        """``path`` (below self.root) as bubblewrap reaches it."""
+        if self.stage is None:
+            return path
+        return self.stage / path.relative_to(self.root)
+
+    def _stage(self, source: Path, name: str) -> Path:
+        return userns.stage(source, self.process, name)
+
+    def _source(self, path: Path) -> tuple[Path, Path]:
+        """(``path``, where bubblewrap reaches it): below self.root through the
+        staged root, elsewhere directly or, when its uid cannot, through a stage."""
+        path = path.absolute()
+        if self.stage is not None and path.is_relative_to(self.root):
+            return path, self._seen(path)
+        if self.ids is None or self.ids.run_as is None:
+            return path, path
+        if path not in self._staged and not userns.reachable(path, self.ids.run_as[0]):
+            name = f"{self._stage_name}-{len(self._staged)}"
+            self._staged[path] = self._stage(path, name)
+        return path, self._staged.get(path, path)
+
     async def _launch(self, sb: LocalSandbox, spec: EnvironmentSpec) -> None:
         assert self._server is not None, "start() first"
+        assert self.ids is not None
         directory = sb.dir
-        rw = workspace.make_dirs(directory)
+        owner = (self.ids.agent_uid, self.ids.agent_gid)
+        disk = spec.resources.disk_mb
+        rw = await asyncio.to_thread(
+            workspace.make_dirs, directory, owner, None if disk is None else disk << 20
+        )
+        if disk is not None:
+            sb.mounts.append(rw)
+            if self.stage is not None:  # the tmpfs is not in the staged view by itself
+                await asyncio.to_thread(userns.bind, rw, self._seen(rw))
+                sb.mounts.insert(0, self._seen(rw))
         record = SandboxRecord(
             id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
             created_at=sb.info.created_at, image=spec.image, process=self.process,
@@ -196,32 +285,81 @@ class LocalRuntime(Runtime):
                     time.perf_counter() - t_img
                 )
         if spec.files or spec.repo:
-            await asyncio.to_thread(self._populate, rw, spec)
-        env: dict[str, str] = {}
+            await asyncio.to_thread(self._populate, rw, spec, owner)
         if self.layout is not None:
             sb.cgroup = self.layout.create(self.process, sb.id, spec.resources)
             record.cgroups = [str(p) for p in sb.cgroup.paths()]
-            env["MF_CGROUP_PROCS"] = ":".join(sb.cgroup.procs_files())
         plan = launcher.LaunchPlan(
-            image_root=image_root, rw_dir=rw, workdir=spec.workdir, network=spec.network,
-            hide=self.hide, payload=self._server,
+            image_root=image_root, rw_dir=self._seen(rw), workdir=spec.workdir,
+            network=spec.network, hide=self.hide, payload=self._server,
+            host_paths=self._host_paths,
+            max_frame=self.cfg.max_frame_mb << 20,
         )  # fmt: skip
+        if image_root != Path("/") and image_root not in self._binds:
+            plan.image_source = (await asyncio.to_thread(self._source, image_root))[1]
         if image_root not in self._binds:  # the image's top level rarely changes
             self._binds[image_root] = launcher.root_binds(plan)
         plan.root_binds = self._binds[image_root]
+        await self._spawn(sb, plan, record)
+
+    async def _spawn(
+        self, sb: LocalSandbox, plan: launcher.LaunchPlan, record: SandboxRecord
+    ) -> None:
+        """Start bubblewrap, map its user namespace, put it in its cgroups, let it run."""
+        assert self._server is not None
+        assert self.ids is not None
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        plan.fds = {"info": info_w, "block": block_r}
+        passed = [info_w, block_r]
+        if self._filters:
+            memfd = os.memfd_create("megaflow-seccomp", 0)
+            os.write(memfd, self._filters[plan.network])
+            os.lseek(memfd, 0, os.SEEK_SET)
+            plan.fds["seccomp"] = memfd
+            passed.append(memfd)
         argv = launcher.bwrap_argv(self._bwrap, plan)
-        with (directory / "bwrap.log").open("wb") as log:
-            sb.proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", _ATTACH, "sh", *argv, env=env,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-                limit=2**24,
-            )  # fmt: skip
-        record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
-        record.save(directory)
+        creds: dict[str, object] = {}
+        if self.ids.run_as is not None:
+            uid, gid = self.ids.run_as
+            creds = {"user": uid, "group": gid, "extra_groups": []}
+        directory = sb.dir
+        try:
+            with (directory / "bwrap.log").open("wb") as log:
+                sb.proc = await asyncio.create_subprocess_exec(
+                    *argv, env={}, stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, stderr=log, limit=2**24,
+                    pass_fds=passed, **creds,  # type: ignore[arg-type]
+                )  # fmt: skip
+        finally:
+            for fd in passed:
+                os.close(fd)
+        try:
+            record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
+            record.save(directory)
+            info = await asyncio.wait_for(_read_all(info_r), self.cfg.start_timeout_s)
+            try:
+                child = int(json.loads(info)["child-pid"])
+            except (ValueError, KeyError, TypeError) as e:
+                log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
+                raise SandboxStartError(
+                    f"sandbox {sb.id}: bubblewrap did not start: {log_text[-1000:] or '-'}"
+                ) from e
+            await userns.write_maps(child, self.ids)
+            if sb.cgroup is not None:
+                for procs in sb.cgroup.procs_files():
+                    for pid in (sb.proc.pid, child):
+                        userns.put(procs, str(pid))
+            os.write(block_w, b"1")
+        finally:
+            os.close(info_r)
+            os.close(block_w)
         assert sb.proc.stdin is not None
         assert sb.proc.stdout is not None
         sb.proc.stdin.write(self._server.data)
-        sb.channel = Channel(sb.proc.stdout, sb.proc.stdin, sb.id)
+        sb.channel = Channel(
+            sb.proc.stdout, sb.proc.stdin, sb.id, plan.max_frame, sb.protocol_violation
+        )
         try:
             await asyncio.wait_for(sb.channel.wait_ready(), self.cfg.start_timeout_s)
         except (MegaFlowError, TimeoutError) as e:
@@ -231,10 +369,10 @@ class LocalRuntime(Runtime):
             ) from e
 
     @staticmethod
-    def _populate(rw: Path, spec: EnvironmentSpec) -> None:
+    def _populate(rw: Path, spec: EnvironmentSpec, owner: workspace.Owner) -> None:
         if spec.repo:
-            workspace.place_repo(rw, spec.repo)
-        workspace.place_files(rw, spec.files)
+            workspace.place_repo(rw, spec.repo, owner)
+        workspace.place_files(rw, spec.files, owner)
 
     def _gone(self, sb: LocalSandbox) -> None:
         self.sandboxes.pop(sb.id, None)

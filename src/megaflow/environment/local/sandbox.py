@@ -18,7 +18,7 @@ from megaflow.environment.abstract import (
     SandboxInfo,
     SandboxStats,
 )
-from megaflow.environment.local import workspace
+from megaflow.environment.local import userns, workspace
 from megaflow.environment.local.cgroups import SandboxCgroup
 from megaflow.environment.local.channel import Channel, Reply
 from megaflow.environment.local.records import remove_sandbox_dir
@@ -50,6 +50,17 @@ class LocalSandbox(Sandbox):
         self._busy = 0
         self._destroyed = False
         self._teardown_lock = asyncio.Lock()
+        self.mounts: list[Path] = []  # host mounts of this sandbox, unmounted in order
+        self.max_frame = 64 << 20
+        self.violation: str | None = None
+        self._violation_task: asyncio.Task[None] | None = None
+
+    def protocol_violation(self, reason: str) -> None:
+        """The exec server broke the protocol: the sandbox cannot be trusted, tear it down."""
+        self.violation = reason
+        if self.metrics is not None:
+            self.metrics.failed("local", "exec")
+        self._violation_task = asyncio.get_running_loop().create_task(self.teardown())
 
     def set_state(self, state: str) -> None:
         if self.metrics is not None and state != self.info.state:
@@ -132,6 +143,9 @@ class LocalSandbox(Sandbox):
         await self._chan().call({"op": "reset"}, timeout=30.0)
         await asyncio.to_thread(workspace.restore, self.dir)
 
+    async def kill_processes(self) -> None:
+        await self._chan().call({"op": "kill"}, timeout=30.0)
+
     def open_terminal(
         self, argv: list[str], rows: int = 24, cols: int = 80, env: dict[str, str] | None = None
     ) -> Terminal:
@@ -171,6 +185,8 @@ class LocalSandbox(Sandbox):
                     await self.proc.wait()
                 if self.cgroup is not None:
                     await asyncio.to_thread(self.cgroup.remove)
+                for mount in self.mounts:
+                    await asyncio.to_thread(userns.umount, mount)
                 await asyncio.to_thread(remove_sandbox_dir, self.dir)
             except BaseException:
                 if self.metrics is not None:

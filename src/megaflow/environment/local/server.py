@@ -10,6 +10,12 @@ Frame: ``>II`` (header length, body length), a header dict in ``marshal``
 format (version 4: plain types only, fast to load), then raw body bytes.
 Requests carry an ``id``; replies echo it. Commands run each in their own
 session (so a timeout kills the whole process group) with stdin on /dev/null.
+
+The server is uid 0 of the sandbox with only CAP_SETUID, CAP_SETGID and
+CAP_KILL. Every command and terminal runs as the agent (uid and gid 1000, no
+supplementary groups, no capabilities), and the file operations done for the
+host run with the agent's effective ids, so neither can reach this process
+(its pipe to the host, its signals) or anything the agent could not.
 """
 
 from __future__ import annotations
@@ -38,6 +44,49 @@ HDR = struct.Struct(">II")
 CHUNK = 65536
 INF = float("inf")
 MARSHAL_VERSION = 4
+AGENT = 1000  # uid and gid of everything run for the host
+MAX_FRAME = int(sys.argv[3]) if len(sys.argv) > 3 else 64 << 20
+HEAD_ROOM = 1 << 16  # a reply's header stays below this
+
+
+def become_agent() -> None:
+    """In a forked child, for good: no groups, the agent's gid and uid (which
+    clears every capability), before anything of the agent's runs."""
+    os.setgroups([])
+    os.setgid(AGENT)
+    os.setuid(AGENT)
+
+
+class AsAgent:
+    """File operations with the agent's effective ids, restored afterwards."""
+
+    def __enter__(self) -> None:
+        os.setegid(AGENT)
+        os.seteuid(AGENT)
+
+    def __exit__(self, *exc: object) -> None:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def check_members(tar: Any, dest: str) -> None:
+    """Refuse members that would land outside ``dest``: absolute or ``..``
+    names, links pointing out, anything written through a link of the same
+    archive, devices and fifos. (Extraction runs as the agent too.)"""
+    links: set[str] = set()
+    for m in tar.getmembers():
+        name = os.path.normpath(m.name)
+        parts = name.split("/")
+        parents = {"/".join(parts[:i]) for i in range(1, len(parts))}
+        bad = name.startswith(("/", "..")) or m.isdev() or m.isfifo() or parents & links
+        if m.issym() or m.islnk():
+            base = os.path.dirname(name) if m.issym() else ""
+            target = os.path.normpath(os.path.join(base, m.linkname))
+            bad = bad or m.linkname.startswith("/") or target.split("/")[0] == ".."
+            links.add(name)
+        if bad:
+            raise ValueError(f"refusing tar member {m.name!r}")
+        m.mode &= 0o777
 
 
 class Job:
@@ -77,6 +126,8 @@ class Server:
 
     def send(self, head: Head, body: bytes = b"") -> None:
         raw = marshal.dumps(head, MARSHAL_VERSION)
+        if len(body) + len(raw) > MAX_FRAME:
+            raise OSError(errno.EFBIG, f"reply of {len(body)} bytes is above the frame limit")
         view = memoryview(HDR.pack(len(raw), len(body)) + raw + body)
         while view:
             view = view[os.write(1, view) :]
@@ -125,10 +176,14 @@ class Server:
             del self.inbuf[:end]
             try:
                 getattr(self, "op_" + head["op"])(head, body)
-            except OSError as e:
-                self.send({"id": head["id"], "error": e.strerror or str(e), "errno": e.errno})
             except Exception as e:  # a bad request must not kill the server
-                self.send({"id": head["id"], "error": f"{type(e).__name__}: {e}", "errno": 0})
+                if head.get("noreply"):
+                    continue
+                if isinstance(e, OSError):
+                    error, code = e.strerror or str(e), e.errno or 0
+                else:
+                    error, code = f"{type(e).__name__}: {e}", 0
+                self.send({"id": head["id"], "error": error, "errno": code})
 
     # -- commands ---------------------------------------------------------
     def op_exec(self, head: Head, body: bytes) -> None:
@@ -157,6 +212,7 @@ class Server:
                         f.write("1000")
                 except OSError:
                     pass
+                become_agent()
                 os.chdir(head["cwd"])
                 os.execvpe(argv[0], argv, head["env"])
             except BaseException as e:
@@ -166,7 +222,8 @@ class Server:
         os.close(err_w)
         timeout = head.get("timeout")
         deadline = time.monotonic() + timeout if timeout is not None else INF
-        job = Job(head["id"], pid, (out_r, err_r), head["cap"], deadline)
+        cap = min(head["cap"], (MAX_FRAME - HEAD_ROOM) // 2)  # both streams fit one frame
+        job = Job(head["id"], pid, (out_r, err_r), cap, deadline)
         self.jobs[pid] = job
         for i, fd in enumerate(job.fds):
             os.set_blocking(fd, False)
@@ -246,6 +303,7 @@ class Server:
             try:
                 for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
                     signal.signal(sig, signal.SIG_DFL)
+                become_agent()
                 os.chdir(head["cwd"])
                 os.execvpe(head["argv"][0], head["argv"], head["env"])
             except BaseException as e:
@@ -300,10 +358,18 @@ class Server:
         self.send({"id": head["id"], "pid": os.getpid()})
 
     def op_read(self, head: Head, body: bytes) -> None:
-        with open(head["path"], "rb") as f:
-            self.send({"id": head["id"]}, f.read())
+        with AsAgent(), open(head["path"], "rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_FRAME - HEAD_ROOM:
+                raise OSError(errno.EFBIG, "file is larger than the frame limit", head["path"])
+            data = f.read(MAX_FRAME - HEAD_ROOM + 1)
+        self.send({"id": head["id"]}, data)
 
     def op_write(self, head: Head, body: bytes) -> None:
+        with AsAgent():
+            self.write(head, body)
+        self.send({"id": head["id"]})
+
+    def write(self, head: Head, body: bytes) -> None:
         path = head["path"]
         parent = os.path.dirname(path)
         if parent:
@@ -313,20 +379,16 @@ class Server:
             view = memoryview(body)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, head["mode"])
+            os.fchmod(fd, head["mode"] & 0o777)
         finally:
             os.close(fd)
-        self.send({"id": head["id"]})
 
     def op_upload(self, head: Head, body: bytes) -> None:
         import tarfile
 
-        os.makedirs(head["dest"], exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(body)) as tar:
-            for member in tar.getmembers():  # stay below dest
-                name = os.path.normpath(member.name)
-                if name.startswith(("/", "..")) or member.isdev():
-                    raise ValueError(f"refusing tar member {member.name!r}")
+        with AsAgent(), tarfile.open(fileobj=io.BytesIO(body)) as tar:
+            check_members(tar, head["dest"])
+            os.makedirs(head["dest"], exist_ok=True)
             tar.extractall(head["dest"])
         self.send({"id": head["id"]})
 
@@ -337,11 +399,19 @@ class Server:
         if not os.path.exists(path):
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
         out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
+        with AsAgent(), tarfile.open(fileobj=out, mode="w") as tar:
             tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
         self.send({"id": head["id"]}, out.getvalue())
 
+    def op_kill(self, head: Head, body: bytes) -> None:
+        self.kill_all()
+        self.send({"id": head["id"]})
+
     def op_reset(self, head: Head, body: bytes) -> None:
+        self.kill_all()
+        self.send({"id": head["id"]})
+
+    def kill_all(self) -> None:
         """Kill every process but this server and the sandbox's init."""
         keep = {1, os.getpid()}
         for _ in range(200):
@@ -357,7 +427,6 @@ class Server:
             self.reap()
             time.sleep(0.002)
         self.reap()
-        self.send({"id": head["id"]})
 
 
 def _is_zombie(pid: int) -> bool:

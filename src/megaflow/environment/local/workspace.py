@@ -5,6 +5,12 @@ and ``home`` (``/root``). After setup, ``rw`` is copied to ``snap``; a reset
 empties ``rw`` and copies ``snap`` back, so a persistent sandbox starts each
 task exactly as it was right after setup. All functions here block: call
 them in a worker thread.
+
+Everything the sandbox may write belongs to the agent's host uid (``owner``):
+the three directories, what the host places in them, and what a restore
+copies back (each entry gets the owner it had when the snapshot was taken).
+With ``disk_mb`` the three directories live on one tmpfs of that size
+mounted at ``rw``, so they are still plain host directories for this code.
 """
 
 from __future__ import annotations
@@ -17,19 +23,41 @@ from pathlib import Path, PurePosixPath
 
 from megaflow.core.errors import InvalidInput, SandboxStartError
 from megaflow.environment.local.images import safe_members
+from megaflow.environment.local.userns import mount_tmpfs
 
 RW_PARTS = ("ws", "tmp", "home")
 
 
-def make_dirs(sandbox_dir: Path) -> Path:
+Owner = tuple[int, int]
+
+
+def make_dirs(sandbox_dir: Path, owner: Owner, disk_bytes: int | None = None) -> Path:
     rw = sandbox_dir / "rw"
+    sandbox_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
+    sandbox_dir.chmod(0o711)  # bubblewrap (an unprivileged uid) must traverse it
+    rw.mkdir(mode=0o711)
+    if disk_bytes is not None:
+        mount_tmpfs(rw, disk_bytes)
     for part in RW_PARTS:
-        (rw / part).mkdir(parents=True)
+        (rw / part).mkdir()
+        os.chown(rw / part, *owner)
     (rw / "tmp").chmod(0o1777)
     return rw
 
 
-def place_files(rw: Path, files: dict[str, str]) -> None:
+def chown_tree(root: Path, owner: Owner) -> None:
+    """lchown ``root``'s content (not ``root``) to ``owner``; symlinks are not followed."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), *owner)
+
+
+def place_files(rw: Path, files: dict[str, str], owner: Owner) -> None:
+    _place_files(rw, files)
+    chown_tree(rw / "ws", owner)
+
+
+def _place_files(rw: Path, files: dict[str, str]) -> None:
     ws = rw / "ws"
     for rel, text in files.items():
         pure = PurePosixPath(rel)
@@ -37,11 +65,18 @@ def place_files(rw: Path, files: dict[str, str]) -> None:
             raise InvalidInput(f"spec file {rel!r} must be a relative path inside the workspace")
         target = ws / pure
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or not target.parent.resolve().is_relative_to(ws.resolve()):
+            raise InvalidInput(f"spec file {rel!r} would be written through a symlink")
         target.write_text(text)
 
 
-def place_repo(rw: Path, repo: str) -> None:
+def place_repo(rw: Path, repo: str, owner: Owner) -> None:
     """Copy a directory, unpack a tarball, or clone a git bundle into the workspace."""
+    _place_repo(rw, repo)
+    chown_tree(rw / "ws", owner)
+
+
+def _place_repo(rw: Path, repo: str) -> None:
     src = Path(repo)
     ws = rw / "ws"
     if src.is_dir():
@@ -74,12 +109,26 @@ def is_empty(sandbox_dir: Path) -> bool:
     return not any(any(os.scandir(rw / part)) for part in RW_PARTS)
 
 
+def _copy_owned(src: Path, dst: Path) -> None:
+    """copytree (symlinks as symlinks) that keeps every entry's owner, as root can."""
+    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    if os.geteuid() != 0:
+        return  # unprivileged: everything is the caller's anyway
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = os.path.relpath(dirpath, src)
+        for name in [".", *dirnames, *filenames]:
+            st = os.lstat(os.path.join(dirpath, name))
+            os.lchown(os.path.normpath(os.path.join(dst, rel, name)), st.st_uid, st.st_gid)
+
+
 def snapshot(sandbox_dir: Path) -> None:
     """Copy ``rw`` to ``snap``; nothing to copy when it is empty (no snap dir)."""
     snap = sandbox_dir / "snap"
     shutil.rmtree(snap, ignore_errors=True)
     if not is_empty(sandbox_dir):
-        shutil.copytree(sandbox_dir / "rw", snap, symlinks=True)
+        snap.mkdir(mode=0o700)
+        for part in RW_PARTS:
+            _copy_owned(sandbox_dir / "rw" / part, snap / part)
 
 
 def restore(sandbox_dir: Path) -> None:
@@ -89,4 +138,4 @@ def restore(sandbox_dir: Path) -> None:
     for part in RW_PARTS:
         _empty(rw / part)
         if snap.is_dir():
-            shutil.copytree(snap / part, rw / part, symlinks=True, dirs_exist_ok=True)
+            _copy_owned(snap / part, rw / part)

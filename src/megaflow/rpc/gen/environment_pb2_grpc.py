@@ -76,6 +76,11 @@ class EnvironmentStub:
                 request_serializer=megaflow_dot_v1_dot_environment__pb2.SandboxRef.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_common__pb2.Empty.FromString,
                 _registered_method=True)
+        self.KillProcesses = channel.unary_unary(
+                '/megaflow.v1.Environment/KillProcesses',
+                request_serializer=megaflow_dot_v1_dot_environment__pb2.SandboxRef.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_common__pb2.Empty.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/megaflow.v1.Environment/Stats',
                 request_serializer=megaflow_dot_v1_dot_environment__pb2.SandboxRef.SerializeToString,
@@ -149,6 +154,13 @@ class EnvironmentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KillProcesses(self, request, context):
+        """Kill every process the sandbox's commands started; files stay as they are.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -207,6 +219,11 @@ def add_EnvironmentServicer_to_server(servicer, server):
             ),
             'Reset': grpc.unary_unary_rpc_method_handler(
                     servicer.Reset,
+                    request_deserializer=megaflow_dot_v1_dot_environment__pb2.SandboxRef.FromString,
+                    response_serializer=megaflow_dot_v1_dot_common__pb2.Empty.SerializeToString,
+            ),
+            'KillProcesses': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillProcesses,
                     request_deserializer=megaflow_dot_v1_dot_environment__pb2.SandboxRef.FromString,
                     response_serializer=megaflow_dot_v1_dot_common__pb2.Empty.SerializeToString,
             ),
@@ -440,6 +457,33 @@ class Environment:
             request,
             target,
             '/megaflow.v1.Environment/Reset',
+            megaflow_dot_v1_dot_environment__pb2.SandboxRef.SerializeToString,
+            megaflow_dot_v1_dot_common__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillProcesses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/megaflow.v1.Environment/KillProcesses',
             megaflow_dot_v1_dot_environment__pb2.SandboxRef.SerializeToString,
             megaflow_dot_v1_dot_common__pb2.Empty.FromString,
             options,
