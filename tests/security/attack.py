@@ -73,6 +73,7 @@ def run_config(tmp: Path, tasks: Path, commands: list[str], **over: Any) -> Path
         },
         **over,
     }
+    tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "attack.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -159,7 +159,8 @@ def test_no_future_history_reaches_the_agent(tmp_path: Path) -> None:
     tasks, fix = _bundle_with_later_fix(tmp_path / "set")
     stored = run_attack(tmp_path, tasks, [
         "echo commits=$(git log --all --format=%H | wc -l) refs=$(git for-each-ref | wc -l)",
-        "git tag -l; git branch -a; git remote -v; git reflog --all | wc -l",
+        "echo tags=[$(git tag -l)] branches=[$(git branch -a --format='%(refname)')]",
+        "echo remotes=[$(git remote)] reflog=$(git reflog --all | wc -l)",
         f"git cat-file -t {fix} || echo no-such-object",
         f"git checkout {fix} -- calc.py || git checkout v1.0-fixed -- calc.py || true",
         "git fsck --lost-found --no-reflogs 2>&1 | head -5; ls .git/lost-found 2>&1 || true",
@@ -169,6 +170,7 @@ def test_no_future_history_reaches_the_agent(tmp_path: Path) -> None:
     obs = t.observations()
     assert "commits=1 refs=1" in obs, obs
     assert "no-such-object" in obs
-    assert "v1.0-fixed" not in obs.split("commits=")[1]
+    assert "tags=[] branches=[refs/heads/main]" in obs
+    assert "remotes=[] reflog=0" in obs
     assert_unrewarded(stored)
     assert b"calc.py" not in t.patch

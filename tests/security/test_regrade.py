@@ -42,6 +42,7 @@ def _run(tmp: Path, model: dict[str, object], limit: int) -> None:
             "artifacts": {"type": "local", "root": str(tmp / "art")},
         },
     }
+    tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     res = runner.invoke(app, ["run", str(tmp / "c.yaml")])
     assert res.exit_code in (0, 1), res.output
