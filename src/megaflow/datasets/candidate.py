@@ -29,6 +29,8 @@ _SAFE_GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_OPTIONAL_LOCKS": "0",
     "GIT_EXTERNAL_DIFF": "",
+    "GIT_DIR": f"{WORKDIR}/.git",  # never a repository found above the workspace
+    "GIT_WORK_TREE": WORKDIR,
 }
 _GIT = (
     "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.untrackedCache=false "
