@@ -21,6 +21,7 @@ from megaflow.environment.config import LocalRuntimeConfig
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.local.cgroups import GROUP
 from megaflow.environment.local.records import process_key
+from megaflow.environment.local.userns import STAGE_ROOT
 from megaflow.environment.rootfs import build_busybox_rootfs
 
 RUNTIMES = ["local", "local-rootfs", "container"]
@@ -73,8 +74,10 @@ def mounts(below: Path) -> set[str]:
 
 @pytest.fixture(autouse=True)
 def leak_check(tmp_path: Path) -> Iterator[None]:
-    """No process, cgroup, mount or sandbox directory may outlive a test."""
-    before_mounts = mounts(tmp_path)
+    """No process, cgroup, mount (below the test's directory, or a runtime's
+    staging mount) or sandbox directory may outlive a test."""
+    stages = STAGE_ROOT / process_key()
+    before_mounts = mounts(tmp_path) | mounts(stages)
     before_procs = set(descendants(os.getpid()))
     yield
     deadline = time.monotonic() + 5
@@ -90,7 +93,7 @@ def leak_check(tmp_path: Path) -> Iterator[None]:
         time.sleep(0.05)
     assert not procs, f"processes leaked: {procs}"
     assert not groups, f"cgroups leaked: {groups}"
-    assert mounts(tmp_path) - before_mounts == set(), "mounts leaked"
+    assert (mounts(tmp_path) | mounts(stages)) - before_mounts == set(), "mounts leaked"
     boxes = list(tmp_path.glob("**/boxes/*"))
     assert not boxes, f"sandbox directories leaked: {boxes}"
 
