@@ -7,7 +7,10 @@ import asyncio
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.dummy import DummyRuntime
 from megaflow.environment.local import LocalRuntime
+from megaflow.rpc.auth import generate_token
+from megaflow.rpc.environment_client import GrpcRuntime
 from tests.environment.conftest import leak_check, local
+from tests.rpc.conftest import serve_environment
 
 __all__ = ["leak_check", "local"]
 
@@ -61,3 +64,17 @@ async def test_dummy_runtime_kill_processes() -> None:
     await sb.kill_processes()
     assert (await sb.read_file("a")) == b"b"
     await sb.destroy()
+
+
+async def test_kill_processes_over_grpc(local: LocalRuntime) -> None:
+    token = generate_token()
+    async with serve_environment(local, token) as server:
+        client = GrpcRuntime(server.target, token)
+        try:
+            async with await client.create(EnvironmentSpec()) as sb:
+                await sb.exec("setsid sleep 1000 >/dev/null 2>&1 &")
+                assert "sleep 1000" in (await sb.exec(PS)).stdout
+                await sb.kill_processes()
+                assert "sleep" not in (await sb.exec(PS)).stdout
+        finally:
+            await client.stop()

@@ -64,6 +64,18 @@ def server_payload() -> ServerPayload:
     return ServerPayload(source, False)
 
 
+def as_user(uid: int, gid: int) -> list[str]:
+    """A command prefix that runs the rest as ``uid``/``gid`` with no groups.
+
+    ``setpriv`` (util-linux) rather than subprocess's ``user=``: with a uid
+    change subprocess must fork() instead of vfork(), which runs every
+    library's fork handlers in the child (gRPC's can kill it before exec)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise SandboxStartError("'setpriv' was not found on PATH; install 'util-linux'")
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+
+
 def find_bwrap() -> str:
     """The ``bwrap`` binary, or an error naming the package that provides it."""
     found = shutil.which("bwrap")

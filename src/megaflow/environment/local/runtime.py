@@ -101,6 +101,7 @@ class LocalRuntime(Runtime):
         self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
         self._stage_name = ""
         self._host_paths: list[tuple[Path, Path]] = []
+        self._as_user: list[str] = []
 
     @property
     def sandbox_root(self) -> Path:
@@ -113,6 +114,7 @@ class LocalRuntime(Runtime):
         self._bwrap = launcher.find_bwrap()
         self.layout = cgroups.detect(self.cfg.cgroups)
         self.ids = userns.id_map(self.cfg.uid_base)
+        self._as_user = [] if self.ids.run_as is None else launcher.as_user(*self.ids.run_as)
         if self.cfg.seccomp:
             self._filters = {net: seccomp.build(net) for net in ("none", "loopback", "host")}
         for path in self.cfg.host_paths:
@@ -319,17 +321,14 @@ class LocalRuntime(Runtime):
             plan.fds["seccomp"] = memfd
             passed.append(memfd)
         argv = launcher.bwrap_argv(self._bwrap, plan)
-        creds: dict[str, object] = {}
-        if self.ids.run_as is not None:
-            uid, gid = self.ids.run_as
-            creds = {"user": uid, "group": gid, "extra_groups": []}
+        argv = [*self._as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
         directory = sb.dir
         try:
             with (directory / "bwrap.log").open("wb") as log:
                 sb.proc = await asyncio.create_subprocess_exec(
                     *argv, env={}, stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE, stderr=log, limit=2**24,
-                    pass_fds=passed, **creds,  # type: ignore[arg-type]
+                    pass_fds=passed,
                 )  # fmt: skip
         finally:
             for fd in passed:
