@@ -14,6 +14,7 @@ set -euo pipefail
 # binary:package pairs; a binary kept off PATH is named by its absolute path
 NEEDED=(
   "bwrap:bubblewrap"                      # local sandboxes
+  "setpriv:util-linux"                    # local sandboxes: bwrap as an unprivileged uid
   "podman:podman"                         # container runtime (Docker-compatible service)
   "conmon:conmon"                         # podman's container monitor
   "runc:runc"                             # the OCI runtime podman is told to use

@@ -87,6 +87,16 @@ async def test_reset_restores_state_after_setup_and_kills_processes(target: Targ
         assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "0"
 
 
+async def test_kill_processes_keeps_files(target: Target) -> None:
+    async with await target.runtime.create(target.spec(files={"keep.txt": "v1"})) as sb:
+        await sb.exec("echo v2 > keep.txt; sleep 1000 > /dev/null 2>&1 &")
+        await sb.exec("(setsid sleep 999 > /dev/null 2>&1 &) &")
+        assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "2"
+        await sb.kill_processes()
+        assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "0"
+        assert (await sb.exec("cat keep.txt")).stdout == "v2\n"
+
+
 async def test_failed_setup_is_a_start_error_and_leaves_nothing(target: Target) -> None:
     with pytest.raises(SandboxError, match="setup"):
         await target.runtime.create(target.spec(setup=["echo broken >&2; exit 7"]))

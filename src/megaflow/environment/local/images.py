@@ -129,6 +129,8 @@ class ImageCache:
             (tmp / "rootfs").mkdir(parents=True)
             with tarfile.open(tarball) as tar:
                 tar.extractall(tmp / "rootfs", members=safe_members(tar))
+            for path in (tmp, tmp / "rootfs"):  # sandboxes' unprivileged uid must traverse
+                path.chmod(path.stat().st_mode | 0o111)
             (tmp / "size").write_text(str(_dir_size(tmp / "rootfs")))
             (tmp / _DONE).touch()
             tmp.rename(entry)
