@@ -91,6 +91,8 @@ async def test_kill_processes_keeps_files(target: Target) -> None:
     async with await target.runtime.create(target.spec(files={"keep.txt": "v1"})) as sb:
         await sb.exec("echo v2 > keep.txt; sleep 1000 > /dev/null 2>&1 &")
         await sb.exec("(setsid sleep 999 > /dev/null 2>&1 &) &")
+        wait = "i=0; while [ $(ps -o comm | grep -c sleep) -lt 2 ] && [ $i -lt 50 ]; do"
+        await sb.exec(wait + " sleep 0.1; i=$((i+1)); done")
         assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "2"
         await sb.kill_processes()
         assert (await sb.exec("ps -o comm | grep -c sleep || true")).stdout.strip() == "0"
