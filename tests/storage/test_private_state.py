@@ -103,3 +103,20 @@ def test_megaflow_run_makes_a_private_state_dir(
         assert _mode(d) == 0o700, d
     for f in [p for p in state.rglob("*") if p.is_file()]:
         assert _mode(f) & 0o077 == 0, f
+
+
+def test_tasks_validate_makes_a_private_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.datasets.conftest import make_calc_repo, write_jsonl
+
+    _, inst = make_calc_repo(tmp_path / "set")
+    write_jsonl(tmp_path / "set" / "instances.jsonl", [inst])
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0)
+    try:
+        res = runner.invoke(app, ["tasks", "validate", "set"])
+    finally:
+        os.umask(old)
+    assert res.exit_code == 0, res.output
+    assert _mode(tmp_path / ".megaflow") == 0o700

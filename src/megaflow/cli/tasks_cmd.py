@@ -15,6 +15,7 @@ from megaflow.datasets.loader import load_instances
 from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.datasets.validate import CheckResult, ValidationReport, validate_instances
 from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.storage.private import private_dir
 
 app = typer.Typer(help="Inspect and validate task sets (SWE-bench format).", no_args_is_help=True)
 
@@ -111,6 +112,7 @@ async def _validate(
         mark = "[green]ok[/]" if r.ok else "[red]MISBEHAVES[/]"
         console.print(f"{mark} {r.instance_id} {r.check}", highlight=False)
 
+    private_dir(Path(root).parent)  # the state directory (.megaflow) is made 0700
     runtime = make_runtime(LocalRuntimeConfig(root=root))
     async with runtime:
         return await validate_instances(
