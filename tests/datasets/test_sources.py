@@ -17,8 +17,8 @@ from megaflow.datasets import (
     load_instances,
     prepare_sandbox,
 )
-from megaflow.datasets.patches import apply_patch
 from megaflow.datasets.instance import DirSource, TarballSource
+from megaflow.datasets.patches import apply_patch
 from megaflow.datasets.sources import source_archive
 from megaflow.environment.abstract import Runtime
 from tests.datasets.conftest import git, make_calc_repo, write_jsonl

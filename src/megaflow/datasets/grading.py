@@ -127,8 +127,8 @@ async def grade_prepared(
     raw = patch.encode() if isinstance(patch, str) else patch
     text = raw.decode(errors="replace")
     if strict and (infra := infra_changes(text, instance)):
-        why = f"strict grading: the patch changes test infrastructure ({', '.join(infra[:10])})"
-        report = failed_report(instance, why, raw, strict, t0)
+        refusal = f"strict grading: the patch changes test infrastructure ({', '.join(infra[:10])})"
+        report = failed_report(instance, refusal, raw, strict, t0)
         report.test_infra_changes = infra
         return report
     if raw.strip():
