@@ -17,7 +17,8 @@ from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.local.cgroups import CgroupLayout, SandboxCgroup, detect
 from megaflow.environment.local.images import ImageCache
-from tests.environment.conftest import local_runtime, our_cgroups
+from megaflow.environment.local.userns import STAGE_ROOT
+from tests.environment.conftest import local_runtime, mounts, our_cgroups
 
 
 async def test_rootfs_tarball_image_without_python(local: LocalRuntime, rootfs_tar: Path) -> None:
@@ -135,7 +136,7 @@ async def test_reaper_cleans_up_after_a_crashed_process(tmp_path: Path) -> None:
     root = tmp_path / "local"
     script = textwrap.dedent(f"""
         import asyncio, os
-        from megaflow.environment.abstract import EnvironmentSpec
+        from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
         from megaflow.environment.config import LocalRuntimeConfig
         from megaflow.environment.local import LocalRuntime
         async def main():
@@ -143,6 +144,9 @@ async def test_reaper_cleans_up_after_a_crashed_process(tmp_path: Path) -> None:
             await rt.start()
             for _ in range(2):
                 await rt.create(EnvironmentSpec(), owner="doomed")
+            await rt.create(  # with a disk limit: a tmpfs, also in the staged view
+                EnvironmentSpec(resources=SandboxResources(disk_mb=4)), owner="doomed"
+            )
             print(rt.process, flush=True)
             os._exit(9)  # crash: no teardown at all
         asyncio.run(main())
@@ -150,14 +154,20 @@ async def test_reaper_cleans_up_after_a_crashed_process(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     owner = done.stdout.strip()
     assert owner, done.stderr
-    assert len(list((root / "boxes").iterdir())) == 2
+    assert len(list((root / "boxes").iterdir())) == 3
     leftover = list(Path("/sys/fs/cgroup").glob(f"*/megaflow/{owner}/*"))
     assert leftover, "the crashed process should have left cgroups behind"
+    stage = STAGE_ROOT / owner
+    assert mounts(stage), "the crashed process should have left its staging mounts"
+    assert mounts(root), "and its disk tmpfs"
     rt = LocalRuntime(local_runtime(tmp_path).cfg)
     await rt.start()  # reaps on start
     try:
         assert list((root / "boxes").iterdir()) == []
         assert not list(Path("/sys/fs/cgroup").glob(f"*/megaflow/{owner}"))
+        assert not mounts(stage)
+        assert not stage.exists()
+        assert not mounts(root)
         assert our_cgroups() == []
     finally:
         await rt.stop()

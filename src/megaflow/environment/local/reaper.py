@@ -47,6 +47,8 @@ class Reaper:
         """Remove every orphan; return how many sandboxes were removed."""
         count = 0
         now = time.time()
+        if os.geteuid() == 0:  # first: a staged view keeps directories below it busy
+            reap_stages(lambda key: key == self.process or key_alive(key))
         if self.root.is_dir():
             for entry in self.root.iterdir():
                 if entry.name in live:
@@ -68,8 +70,6 @@ class Reaper:
                 self._remove_dir(entry)
                 count += 1
         self._reap_cgroups()
-        if os.geteuid() == 0:
-            reap_stages(lambda key: key == self.process or key_alive(key))
         return count
 
     def kill(self, record: SandboxRecord) -> None:
