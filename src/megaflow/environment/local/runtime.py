@@ -5,16 +5,13 @@
 the exec server inside, places files and the repository, runs the setup
 commands and snapshots the writable state for later resets.
 
-bubblewrap starts as an unprivileged host uid and waits (``--userns-block-fd``)
-until this process has written its user namespace's uid/gid maps and put
-it into the sandbox's cgroups; only then does anything run inside.
+bubblewrap starts as an unprivileged host uid (:mod:`.spawn`, :mod:`.userns`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -24,11 +21,10 @@ from pathlib import Path
 from megaflow.core.errors import InvalidInput, MegaFlowError, SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxInfo
 from megaflow.environment.config import LocalRuntimeConfig
-from megaflow.environment.local import cgroups, launcher, seccomp, userns, workspace
-from megaflow.environment.local.channel import Channel
+from megaflow.environment.local import cgroups, launcher, seccomp, spawn, userns, workspace
 from megaflow.environment.local.images import ImageCache
 from megaflow.environment.local.reaper import Reaper
-from megaflow.environment.local.records import SandboxRecord, process_key, start_time
+from megaflow.environment.local.records import SandboxRecord, process_key
 from megaflow.environment.local.sandbox import LocalSandbox
 from megaflow.monitoring.environment import EnvironmentMetrics
 
@@ -40,30 +36,6 @@ def _checkout_of(path: Path) -> Path | None:
         if (candidate / ".git").exists():
             return candidate
     return None
-
-
-async def _read_all(fd: int) -> bytes:
-    """Everything written to the pipe ``fd`` until its writers close it."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    data = bytearray()
-
-    def readable() -> None:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        data.extend(chunk)
-        if not chunk and not done.done():
-            done.set_result(None)
-
-    os.set_blocking(fd, False)
-    loop.add_reader(fd, readable)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-    return bytes(data)
 
 
 def _mem_total() -> int:
@@ -302,70 +274,13 @@ class LocalRuntime(Runtime):
         if image_root not in self._binds:  # the image's top level rarely changes
             self._binds[image_root] = launcher.root_binds(plan)
         plan.root_binds = self._binds[image_root]
-        await self._spawn(sb, plan, record)
-
-    async def _spawn(
-        self, sb: LocalSandbox, plan: launcher.LaunchPlan, record: SandboxRecord
-    ) -> None:
-        """Start bubblewrap, map its user namespace, put it in its cgroups, let it run."""
         assert self._server is not None
         assert self.ids is not None
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
-        plan.fds = {"info": info_w, "block": block_r}
-        passed = [info_w, block_r]
-        if self._filters:
-            memfd = os.memfd_create("megaflow-seccomp", 0)
-            os.write(memfd, self._filters[plan.network])
-            os.lseek(memfd, 0, os.SEEK_SET)
-            plan.fds["seccomp"] = memfd
-            passed.append(memfd)
-        argv = launcher.bwrap_argv(self._bwrap, plan)
-        argv = [*self._as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
-        directory = sb.dir
-        try:
-            with (directory / "bwrap.log").open("wb") as log:
-                sb.proc = await asyncio.create_subprocess_exec(
-                    *argv, env={}, stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE, stderr=log, limit=2**24,
-                    pass_fds=passed,
-                )  # fmt: skip
-        finally:
-            for fd in passed:
-                os.close(fd)
-        try:
-            record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
-            record.save(directory)
-            info = await asyncio.wait_for(_read_all(info_r), self.cfg.start_timeout_s)
-            try:
-                child = int(json.loads(info)["child-pid"])
-            except (ValueError, KeyError, TypeError) as e:
-                log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
-                raise SandboxStartError(
-                    f"sandbox {sb.id}: bubblewrap did not start: {log_text[-1000:] or '-'}"
-                ) from e
-            await userns.write_maps(child, self.ids)
-            if sb.cgroup is not None:
-                for procs in sb.cgroup.procs_files():
-                    for pid in (sb.proc.pid, child):
-                        userns.put(procs, str(pid))
-            os.write(block_w, b"1")
-        finally:
-            os.close(info_r)
-            os.close(block_w)
-        assert sb.proc.stdin is not None
-        assert sb.proc.stdout is not None
-        sb.proc.stdin.write(self._server.data)
-        sb.channel = Channel(
-            sb.proc.stdout, sb.proc.stdin, sb.id, plan.max_frame, sb.protocol_violation
-        )
-        try:
-            await asyncio.wait_for(sb.channel.wait_ready(), self.cfg.start_timeout_s)
-        except (MegaFlowError, TimeoutError) as e:
-            log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
-            raise SandboxStartError(
-                f"sandbox {sb.id} did not start: {e}; bubblewrap said: {log_text[-1000:] or '-'}"
-            ) from e
+        how = spawn.How(
+            self._bwrap, self._as_user, self.ids, self._filters.get(spec.network),
+            self._server.data, self.cfg.start_timeout_s,
+        )  # fmt: skip
+        await spawn.start(sb, plan, record, how)
 
     @staticmethod
     def _populate(rw: Path, spec: EnvironmentSpec, owner: workspace.Owner) -> None:

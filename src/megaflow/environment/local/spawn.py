@@ -1,0 +1,120 @@
+"""Start one local sandbox's bubblewrap and hand it its exec server.
+
+bubblewrap starts as an unprivileged host uid (through ``setpriv``) with
+``--userns-block-fd`` and ``--info-fd``; from the info this process learns
+the sandbox's pid, writes its user namespace's uid/gid maps, puts bubblewrap
+and that pid into the sandbox's cgroups, and only then lets it go on, so
+nothing runs inside before the maps and limits hold. The seccomp program is
+passed in a memfd (``--seccomp``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+
+from megaflow.core.errors import MegaFlowError, SandboxStartError
+from megaflow.environment.local import launcher, userns
+from megaflow.environment.local.channel import Channel
+from megaflow.environment.local.records import SandboxRecord, start_time
+from megaflow.environment.local.sandbox import LocalSandbox
+
+
+@dataclass(frozen=True)
+class How:
+    """What every start of one runtime shares."""
+
+    bwrap: str
+    as_user: list[str]  # the setpriv prefix, empty when we run unprivileged
+    ids: userns.IdMap
+    seccomp: bytes | None  # the filter program for this sandbox's network mode
+    payload: bytes  # the exec server
+    timeout_s: float
+
+
+async def _read_all(fd: int) -> bytes:
+    """Everything written to the pipe ``fd`` until its writers close it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    data = bytearray()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        data.extend(chunk)
+        if not chunk and not done.done():
+            done.set_result(None)
+
+    os.set_blocking(fd, False)
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+    return bytes(data)
+
+
+async def start(
+    sb: LocalSandbox, plan: launcher.LaunchPlan, record: SandboxRecord, how: How
+) -> None:
+    """Start bubblewrap, map its user namespace, put it in its cgroups, let it run."""
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    plan.fds = {"info": info_w, "block": block_r}
+    passed = [info_w, block_r]
+    if how.seccomp is not None:
+        memfd = os.memfd_create("megaflow-seccomp", 0)
+        os.write(memfd, how.seccomp)
+        os.lseek(memfd, 0, os.SEEK_SET)
+        plan.fds["seccomp"] = memfd
+        passed.append(memfd)
+    argv = launcher.bwrap_argv(how.bwrap, plan)
+    argv = [*how.as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
+    directory = sb.dir
+    try:
+        with (directory / "bwrap.log").open("wb") as log:
+            sb.proc = await asyncio.create_subprocess_exec(
+                *argv, env={}, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=log, limit=2**24,
+                pass_fds=passed,
+            )  # fmt: skip
+    finally:
+        for fd in passed:
+            os.close(fd)
+    try:
+        record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
+        record.save(directory)
+        info = await asyncio.wait_for(_read_all(info_r), how.timeout_s)
+        try:
+            child = int(json.loads(info)["child-pid"])
+        except (ValueError, KeyError, TypeError) as e:
+            log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
+            raise SandboxStartError(
+                f"sandbox {sb.id}: bubblewrap did not start: {log_text[-1000:] or '-'}"
+            ) from e
+        await userns.write_maps(child, how.ids)
+        if sb.cgroup is not None:
+            for procs in sb.cgroup.procs_files():
+                for pid in (sb.proc.pid, child):
+                    userns.put(procs, str(pid))
+        os.write(block_w, b"1")
+    finally:
+        os.close(info_r)
+        os.close(block_w)
+    assert sb.proc.stdin is not None
+    assert sb.proc.stdout is not None
+    sb.proc.stdin.write(how.payload)
+    sb.channel = Channel(
+        sb.proc.stdout, sb.proc.stdin, sb.id, plan.max_frame, sb.protocol_violation
+    )
+    try:
+        await asyncio.wait_for(sb.channel.wait_ready(), how.timeout_s)
+    except (MegaFlowError, TimeoutError) as e:
+        log_text = (directory / "bwrap.log").read_text(errors="replace").strip()
+        raise SandboxStartError(
+            f"sandbox {sb.id} did not start: {e}; bubblewrap said: {log_text[-1000:] or '-'}"
+        ) from e
