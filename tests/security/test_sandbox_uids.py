@@ -232,3 +232,10 @@ def test_unprivileged_host_needs_a_subuid_range(
     assert (ids.agent_uid, ids.agent_gid) == (4321, 4321)
     assert ids.uid_lines.split("\n")[:3] == ["0 200000 1000", "1000 4321 1", "1001 201001 64535"]
     assert ids.gid_lines.startswith("0 300000 1000\n1000 4321 1\n")
+
+
+async def test_agent_reaches_a_nested_workdir(local: LocalRuntime) -> None:
+    spec = EnvironmentSpec(workdir="/home/agent/project", files={"a.txt": "in"})
+    async with await local.create(spec) as sb:
+        result = await sb.exec("pwd; cat a.txt; touch b; ls -ld /home/agent | cut -c1-10")
+        assert result.stdout == "/home/agent/project\nindrwxr-xr-x\n", result

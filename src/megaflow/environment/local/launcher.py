@@ -228,6 +228,18 @@ def root_binds(plan: LaunchPlan) -> list[str]:
     return args
 
 
+def _parents(path: str, binds: list[str]) -> list[str]:
+    """Directories (0755) above ``path`` that nothing in ``binds`` provides:
+    bubblewrap makes missing parents of a mount point 0700, which the agent
+    could not traverse."""
+    bound = [Path(binds[i + 2]) for i, a in enumerate(binds) if a in ("--ro-bind", "--symlink")]
+    args: list[str] = []
+    for parent in reversed(Path(path).parents[:-1]):
+        if not any(parent.is_relative_to(b) for b in bound):
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
 def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
     """The bubblewrap argv running the exec server as uid 0 of a new user
     namespace whose maps the caller writes (``--userns-block-fd``)."""
@@ -247,11 +259,13 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
     args += ["--clearenv"]
     for key, value in server.env.items():
         args += ["--setenv", key, value]
-    args += plan.root_binds if plan.root_binds is not None else root_binds(plan)
+    binds = plan.root_binds if plan.root_binds is not None else root_binds(plan)
+    args += binds
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/run"]
     args += server.extra_binds
     args += ["--bind", str(plan.rw_dir / "tmp"), "/tmp"]
     args += ["--bind", str(plan.rw_dir / "home"), "/root"]
+    args += _parents(plan.workdir, binds)
     args += ["--bind", str(plan.rw_dir / "ws"), plan.workdir]
     args += ["--remount-ro", "/", "--chdir", plan.workdir, *server.argv]
     return args
