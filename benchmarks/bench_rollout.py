@@ -2,16 +2,24 @@
 
 The workload: N episodes (1,024 by default, as one RL step of the MegaFlow
 paper), each a short sandboxed task of 5 exec steps driven by a scripted
-agent. Three measurements in one run:
+agent. Three sides, interleaved (ideal, MegaFlow, Ray, ideal, ...) for at
+least three repetitions:
 
 - ideal: the sandbox work itself (create, 5 execs, destroy, called directly
-  on the local runtime, one episode at a time) in CPU seconds of the whole
-  machine per episode, times N, over the cores;
+  on the local runtime, one episode at a time), in CPU seconds of this
+  process and its children (the sandboxes) per episode, times N, over the
+  cores;
 - MegaFlow: the N episodes through the real stack (scheduler with its state
   machine, sandbox pool, builtin agent, recording model client), all
-  concurrent; orchestration overhead = 1 - ideal / wall;
-- peer: the same episodes written as a user would with Ray: each episode a
-  ``ray.remote`` function that starts the same bubblewrap sandbox.
+  concurrent; orchestration overhead = 1 - ideal / wall, and by CPU time
+  1 - ideal CPU / MegaFlow CPU;
+- peer: the same sandbox work with Ray: one async actor per core, each with
+  one ``LocalRuntime`` started before the timer (as MegaFlow's runtime, pool
+  and scheduler are), the N episodes spread over the actors, all concurrent.
+
+Setup on both sides (runtime start, stores, ``ray.init``, actor start) is
+outside the timer. The peer runs the sandbox steps without an agent, a model
+client or a state machine, so it does less work than MegaFlow.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import ab
+from ab import cpu_s, interleave, ratios, sandbox_cpu_s, spread
 from megaflow.agent.builtin import BuiltinAgent
 from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.app.executor import AgentExecutor, Arm
@@ -42,20 +52,10 @@ from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
 from megaflow.storage.factory import Stores
-from report import report
+from report import LOAD_AT_START, report
 
 STEPS = [f"echo step {i} > /tmp/s{i} && cat /tmp/s{i}" for i in range(5)]
 SPEC = EnvironmentSpec(ttl_s=7200)
-
-
-def cpu_busy_s() -> float:
-    """CPU seconds the whole machine spent busy. Sandboxes run in their own
-    process trees and cgroups, so the machine-wide figure is the one that
-    counts all their work; it is only meaningful on an otherwise idle machine."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 async def direct_episode(runtime: LocalRuntime) -> None:
@@ -73,10 +73,10 @@ async def ideal_per_episode(root: Path, n: int) -> tuple[float, float]:
     runtime = LocalRuntime(LocalRuntimeConfig(root=str(root)))
     await runtime.start()
     await direct_episode(runtime)  # warm caches
-    c0, t0 = cpu_busy_s(), time.perf_counter()
+    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
     for _ in range(n):
         await direct_episode(runtime)
-    cpu, wall = cpu_busy_s() - c0, time.perf_counter() - t0
+    cpu, wall = cpu_s() + sandbox_cpu_s(runtime) - c0, time.perf_counter() - t0
     await runtime.stop()
     return cpu / n, wall / n
 
@@ -88,7 +88,8 @@ def scripted_client() -> InProcessModelClient:
     return InProcessModelClient(ModelService("scripted", router))
 
 
-async def megaflow(root: Path, n: int) -> float:
+async def megaflow(root: Path, n: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its sandboxes) for N episodes."""
     stores = Stores.from_config(
         StorageConfig(metadata=SqliteMetadataConfig(path=str(root / "m.db")))
     )
@@ -107,10 +108,10 @@ async def megaflow(root: Path, n: int) -> float:
         TaskSpec(id=f"rollout/e{i}", run_id="rollout", payload={"prompt": "run the steps"})
         for i in range(n)
     ]
-    t0 = time.perf_counter()
+    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
     await sched.submit(RunSpec(id="rollout"), tasks)
     counts = await sched.wait("rollout")
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_s() + sandbox_cpu_s(runtime) - c0
     await sched.stop()
     await model.stop()
     await pool.stop()
@@ -118,35 +119,55 @@ async def megaflow(root: Path, n: int) -> float:
     await stores.stop()
     done = sum(v for k, v in counts.items() if k.value == "succeeded")
     assert done == n, f"only {done} of {n} episodes succeeded: {counts}"
-    return wall
+    return wall, cpu
 
 
-def ray_peer(root: Path, n: int) -> float | str:
+class RayWorker:
+    """One Ray actor: one local runtime, started before the timer, many episodes."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.runtime: LocalRuntime | None = None
+
+    async def start(self) -> float:
+        self.runtime = LocalRuntime(LocalRuntimeConfig(root=self.root))
+        await self.runtime.start()
+        return self.cpu()
+
+    async def episode(self) -> None:
+        assert self.runtime is not None
+        await direct_episode(self.runtime)
+
+    def cpu(self) -> float:
+        return cpu_s() + (0.0 if self.runtime is None else sandbox_cpu_s(self.runtime))
+
+    async def stop(self) -> float:
+        if self.runtime is not None:
+            await self.runtime.stop()
+        return self.cpu()
+
+
+def ray_peer(root: Path, n: int, workers: int) -> tuple[float, float] | str:
+    """(wall seconds, CPU seconds of the actors and their sandboxes) for N episodes."""
     try:
         import ray
     except ImportError:
         return "ray not installed (pip install -e '.[ray]')"
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.cloudpickle.register_pickle_by_value(ab)  # the actors need not import it
     try:
-
-        @ray.remote
-        def episode(sandbox_root: str) -> None:
-            async def go() -> None:
-                runtime = LocalRuntime(LocalRuntimeConfig(root=sandbox_root))
-                await runtime.start()
-                try:
-                    await direct_episode(runtime)
-                finally:
-                    await runtime.stop()
-
-            asyncio.run(go())
-
-        ray.get(episode.remote(str(root / "ray-warm")))
+        actor = ray.remote(num_cpus=0, max_concurrency=max(n, 1))(RayWorker)
+        pool = [actor.remote(str(root / f"w{k}")) for k in range(workers)]
+        ray.get([w.start.remote() for w in pool])
+        c0 = ray.get([w.cpu.remote() for w in pool])
         t0 = time.perf_counter()
-        ray.get([episode.remote(str(root / "ray")) for _ in range(n)])
-        return time.perf_counter() - t0
+        ray.get([pool[i % workers].episode.remote() for i in range(n)])
+        wall = time.perf_counter() - t0
+        c1 = ray.get([w.cpu.remote() for w in pool])
+        ray.get([w.stop.remote() for w in pool])
+        return wall, sum(c1) - sum(c0)
     finally:
         ray.shutdown()
 
@@ -154,36 +175,70 @@ def ray_peer(root: Path, n: int) -> float | str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
     ap.add_argument("--quick", action="store_true", help="64 episodes")
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args()
     n = 64 if args.quick else args.episodes
+    reps = max(3, args.reps)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cpu_ep, wall_ep = asyncio.run(ideal_per_episode(root / "ideal", 16))
-        ideal = n * cpu_ep / cores
-        mf = asyncio.run(megaflow(root / "mf", n))
-        peer = "skipped (--no-ray)" if args.no_ray else ray_peer(root, n)
+        runs = iter(range(10**6))
+        sides = [
+            lambda: asyncio.run(ideal_per_episode(root / f"ideal{next(runs)}", 16)),
+            lambda: asyncio.run(megaflow(root / f"mf{next(runs)}", n)),
+        ]
+        if not args.no_ray:
+            sides.append(lambda: ray_peer(root / f"ray{next(runs)}", n, cores))
+        got = interleave(reps, sides)
+    ideal_runs: list[tuple[float, float]] = got[0]  # type: ignore[assignment]
+    mf_runs: list[tuple[float, float]] = got[1]  # type: ignore[assignment]
+    cpu_ep = [c for c, _ in ideal_runs]
+    wall_ep = [w for _, w in ideal_runs]
+    ideal = [n * c / cores for c in cpu_ep]
+    mf_wall = [w for w, _ in mf_runs]
+    mf_cpu = [c / n for _, c in mf_runs]
+    secs, msec, pct = "{:.1f} s".format, (lambda x: f"{x * 1000:.0f} ms"), "{:.1%}".format
     rows = [
-        ["ideal: sandbox work / cores", f"{ideal:.1f} s",
-         f"{cpu_ep * 1000:.0f} ms CPU ({wall_ep * 1000:.0f} ms wall) per episode", ""],
-        ["MegaFlow (scheduler + pool + agent + model)", f"{mf:.1f} s",
-         f"overhead 1 - ideal/wall = {1 - ideal / mf:.1%}", "<= 15%"],
+        ["ideal: sandbox work / cores", spread(ideal, secs),
+         f"{spread(cpu_ep, msec)} CPU ({spread(wall_ep, msec)} wall) per episode", ""],
+        ["MegaFlow (scheduler + pool + agent + model)", spread(mf_wall, secs),
+         f"overhead 1 - ideal/wall = {spread([1 - r for r in ratios(ideal, mf_wall)], pct)}",
+         "<= 15%"],
+        ["  its CPU per episode (process + sandboxes)", spread(mf_cpu, msec),
+         f"overhead 1 - ideal CPU/CPU = {spread([1 - r for r in ratios(cpu_ep, mf_cpu)], pct)}",
+         ""],
     ]  # fmt: skip
-    if isinstance(peer, float):
-        rows.append(["peer: Ray, ray.remote per episode", f"{peer:.1f} s",
-                     f"MegaFlow is {peer / mf:.2f}x faster", ""])  # fmt: skip
+    peer_runs = [] if args.no_ray else got[2]
+    if args.no_ray:
+        rows.append(["peer: Ray", "-", "skipped (--no-ray)", ""])
+    elif any(isinstance(r, str) for r in peer_runs):
+        rows.append(["peer: Ray", "-", next(r for r in peer_runs if isinstance(r, str)), ""])
     else:
-        rows.append(["peer: Ray", "-", peer, ""])
+        ray_wall = [r[0] for r in peer_runs if isinstance(r, tuple)]
+        ray_cpu = [r[1] / n for r in peer_runs if isinstance(r, tuple)]
+        rows += [
+            [f"peer: Ray, {cores} actors, one LocalRuntime each", spread(ray_wall, secs),
+             f"Ray wall / MegaFlow wall, pair by pair: {spread(ratios(ray_wall, mf_wall))}x",
+             ""],
+            ["  its CPU per episode (actors + sandboxes)", spread(ray_cpu, msec),
+             "not counted: raylet and GCS", ""],
+        ]  # fmt: skip
     report(
         "rollout",
         f"Rollout: {n} concurrent episodes of 5 sandboxed exec steps ({cores} cores)",
         ["what", "wall time", "figure", "target"],
         rows,
-        notes="Ideal counts the busy CPU time of the whole machine while episodes run one at "
-        f"a time directly on the local runtime (start, exec, teardown). Load average at the "
-        f"start: {os.getloadavg()[0]:.1f}; the figures hold only on an otherwise idle machine.",
+        notes=f"Median (min-max) of {reps} interleaved repetitions (ideal, MegaFlow, Ray, ...); "
+        "ratios are taken within each repetition. Ideal is the CPU time of this process and "
+        "its sandboxes (getrusage, self + children, and the sandboxes' cgroup) while "
+        "episodes run one at a time directly on the local runtime, so other work on the "
+        "machine does not count. Setup is outside "
+        "the timer on both sides: MegaFlow's stores, runtime, pool and scheduler; Ray's "
+        f"ray.init and {cores} actors, each starting one LocalRuntime. The Ray peer runs the "
+        "sandbox steps only (no agent, model client or task state machine).",
+        load_before=LOAD_AT_START,
     )
 
 
