@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc,train,agents,postgres,mongo,redis,s3]'
+	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc,train,agents,postgres,mongo,redis,s3,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)
