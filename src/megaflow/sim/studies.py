@@ -4,6 +4,8 @@ queues, and end-to-end time as the load and the fleet grow together."""
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 
 from megaflow.scheduler.abstract import InstanceSpec
 from megaflow.scheduler.config import (
@@ -88,29 +90,42 @@ def queue_layout_study(
     return out
 
 
-def scaling_study(
-    sizes: list[int], *, duration_s: float = 6000.0, seed: int = 0, sandbox_rate: float = 200.0
-) -> dict[str, SimReport]:
-    """``n`` tasks of about ``duration_s`` arrive together on an empty fleet that
-    autoscales; end-to-end time should not grow with ``n``."""
-    import random
+def scaling_trace(
+    n: int, *, median_s: float = 300.0, sigma: float = 1.0, seed: int = 0
+) -> list[TraceTask]:
+    """``n`` one-CPU tasks arriving together, with lognormal lengths: median
+    ``median_s``, and with ``sigma`` 1.0 a P99 about ten times the median and a
+    longest task that grows with ``n``, as agent episodes and test runs have."""
+    rng = random.Random(seed)
+    return [
+        TraceTask(arrival_s=0.0, duration_s=rng.lognormvariate(math.log(median_s), sigma))
+        for _ in range(n)
+    ]
 
+
+def scaling_study(
+    sizes: list[int], *, median_s: float = 300.0, sigma: float = 1.0, seed: int = 0,
+    sandbox_rate: float = 200.0, step: int = 10, sustain_s: float = 30.0,
+    boot_s: float = 120.0, max_instances: int = 2_000,
+) -> dict[str, SimReport]:  # fmt: skip
+    """``n`` heavy-tailed tasks (:func:`scaling_trace`) arrive together on an empty
+    fleet that autoscales as a cloud fleet would: at most ``step`` instances per
+    ``sustain_s`` of sustained queue, each booting for ``boot_s``, up to
+    ``max_instances``. It shows how end-to-end time grows with ``n``: no bound
+    is built in, and the lower bound for each ``n`` is ``boot_s`` plus its
+    longest task."""
     out: dict[str, SimReport] = {}
     for n in sizes:
-        rng = random.Random(seed)
-        trace = [
-            TraceTask(arrival_s=0.0, duration_s=duration_s * rng.uniform(0.95, 1.05), cpu=1.0)
-            for _ in range(n)
-        ]
+        trace = scaling_trace(n, median_s=median_s, sigma=sigma, seed=seed)
         cfg = SchedulerConfig(
             max_concurrency=1_000_000,
             admission=AdmissionConfig(sandbox_rate=sandbox_rate, sandbox_burst=sandbox_rate),
             autoscale=AutoscaleConfig(
-                enabled=True, queue_threshold=0, sustain_s=0, step=2000, idle_s=600,
-                max_instances=100_000,
+                enabled=True, queue_threshold=0, sustain_s=sustain_s, step=step, idle_s=600,
+                max_instances=max_instances,
             ),
         )  # fmt: skip
-        sim_fleet = SimulatedFleet(INSTANCE, boot_s=60.0)
+        sim_fleet = SimulatedFleet(INSTANCE, boot_s=boot_s)
         sim = Simulator(cfg, [], trace, fleet=sim_fleet, options=SimOptions())
         out[f"{n:,} tasks"] = asyncio.run(sim.run())
     return out
