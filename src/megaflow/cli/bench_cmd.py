@@ -1,7 +1,15 @@
-"""``megaflow bench``: run the benchmarks in ``benchmarks/`` and gather their tables."""
+"""``megaflow bench``: run the benchmarks in ``benchmarks/`` and gather their tables.
+
+Every run writes into a fresh folder (``benchmarks/.out/<UTC time>/``, passed
+to the benchmarks in ``MEGAFLOW_BENCH_RESULTS``); ``benchmarks/RESULTS.md``
+and ``benchmarks/results/`` are then rewritten from that run alone, so no
+table of an earlier run survives beside it.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -11,18 +19,40 @@ import typer
 
 from megaflow.cli.common import console, fail
 
+RESULTS_ENV = "MEGAFLOW_BENCH_RESULTS"
 
-def _gather(bench_dir: Path) -> Path:
-    results = sorted((bench_dir / "results").glob("*.md"))
+
+def _commit(where: Path) -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "HEAD")
+    if not head:
+        return "unknown (not a git checkout)"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _gather(bench_dir: Path, run_dir: Path, header: list[str], failed: list[str]) -> Path:
+    """Write RESULTS.md from ``run_dir`` and make ``results/`` a copy of it."""
+    tables = sorted(run_dir.glob("*.md"))
+    results = bench_dir / "results"
+    results.mkdir(exist_ok=True)
+    for stale in results.glob("*.md"):
+        stale.unlink()
+    for table in tables:
+        shutil.copy2(table, results / table.name)
+    texts = [t.read_text() for t in tables]
+    loud = [t.stem for t, text in zip(tables, texts, strict=True) if "**Not quotable**" in text]
+    parts = ["# Benchmark results", "", *header, ""]
+    if loud:
+        parts += [f"Not quotable (load above the core count): {', '.join(loud)}.", ""]
+    if failed:
+        parts += [f"Failed, so without a table: {', '.join(failed)}.", ""]
+    parts += texts
     out = bench_dir / "RESULTS.md"
-    parts = [
-        "# Benchmark results",
-        "",
-        "Written by `make bench` (`megaflow bench`). Every figure was measured on the machine",
-        "and date given under its table, with its peer measured in the same run.",
-        "",
-    ]
-    parts += [p.read_text() for p in results]
     out.write_text("\n".join(parts))
     return out
 
@@ -32,7 +62,7 @@ def bench(
     quick: bool = typer.Option(False, "--quick", help="Short runs, for a smoke test."),
     bench_dir: Path = typer.Option(Path("benchmarks"), help="The benchmarks directory."),
 ) -> None:
-    """Run benchmarks (each prints a table) and write benchmarks/RESULTS.md."""
+    """Run benchmarks (each prints a table) and write benchmarks/RESULTS.md from this run."""
     if not bench_dir.is_dir():
         fail(f"no benchmarks directory at {bench_dir}; run from a MegaFlow checkout")
     scripts = sorted(bench_dir.glob("bench_*.py"))
@@ -45,15 +75,30 @@ def bench(
                 f"{', '.join(s.stem.removeprefix('bench_') for s in scripts)}"
             )
         scripts = [s for s in scripts if s.name in wanted]
+    started = time.gmtime()
+    run_dir = bench_dir / ".out" / time.strftime("%Y%m%dT%H%M%SZ", started)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, RESULTS_ENV: str(run_dir.resolve())}
+    load0 = os.getloadavg()[0]
     failed = []
     for script in scripts:
         console.rule(f"[bold]{script.stem}")
         t0 = time.monotonic()
         cmd = [sys.executable, str(script)] + (["--quick"] if quick else [])
-        if subprocess.run(cmd, check=False).returncode != 0:
+        if subprocess.run(cmd, check=False, env=env).returncode != 0:
             failed.append(script.stem)
         console.print(f"[dim]{script.stem} took {time.monotonic() - t0:.0f} s[/]")
-    out = _gather(bench_dir)
-    console.print(f"results gathered in {out}")
+    cores = os.cpu_count() or 1
+    header = [
+        f"Written by `megaflow bench{' --quick' if quick else ''}` (`make bench` runs it in "
+        f"full) from one run started {time.strftime('%Y-%m-%d %H:%M UTC', started)}, at "
+        f"commit {_commit(bench_dir)}: {', '.join(s.stem for s in scripts)}.",
+        f"Load average (1 min) {load0:.1f} at the start of the run, {os.getloadavg()[0]:.1f} "
+        f"at the end, on {cores} cores. Each table gives its own date, commit and load; a "
+        "table whose load exceeded the core count is marked not quotable. Peers are "
+        "measured in the same run as what they are compared with; see benchmarks/README.md.",
+    ]
+    out = _gather(bench_dir, run_dir, header, failed)
+    console.print(f"results gathered in {out} (this run's tables: {run_dir})")
     if failed:
         fail(f"benchmarks failed: {', '.join(failed)}", code=1)
