@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -28,10 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fixtures.podman import PodmanService, running_podman_service
 
+from ab import ratios, spread
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import ContainerRuntimeConfig
 from megaflow.environment.container import ContainerRuntime
-from report import report
+from report import LOAD_AT_START, report
 
 
 def pct(values: list[float], q: float) -> float:
@@ -89,21 +89,22 @@ async def measure(svc: PodmanService, n: int, conc: int, n_exec: int) -> list[li
             await box.exec("true")
             await box.destroy()
 
-        ours = [await timed(one_shot) for _ in range(max(3, n // 2))]
+        ours: list[float] = []
+        peer: list[float] = []
+        for _ in range(max(3, n // 2)):  # interleaved: ours, podman run, ours, ...
+            ours.append(await timed(one_shot))
+            t0 = time.perf_counter()
+            done = svc.podman("run", "--rm", "--network", "none", svc.image, "true")
+            peer.append(time.perf_counter() - t0)
+            if done.returncode != 0:
+                raise RuntimeError(f"podman run failed: {done.stderr.strip()[:300]}")
         rows.append(row("container runtime: create + exec + destroy", ours))
     finally:
         await rt.stop()
-
-    peer = []
-    for _ in range(max(3, n // 2)):
-        t0 = time.perf_counter()
-        done = svc.podman("run", "--rm", "--network", "none", svc.image, "true")
-        peer.append(time.perf_counter() - t0)
-        if done.returncode != 0:
-            raise RuntimeError(f"podman run failed: {done.stderr.strip()[:300]}")
     rows.append(row("peer: podman run --rm (same command, same storage)", peer))
-    ratio = statistics.median(peer) / statistics.median(ours)
-    rows.append(["podman run P50 / ours P50", f"{ratio:.1f}x", "", ""])
+    pair = ratios(peer, ours)
+    rows.append(["podman run / ours, pair by pair", spread(pair, "{:.1f}x".format), "",
+                 str(len(pair))])  # fmt: skip
     return rows
 
 
@@ -125,7 +126,9 @@ def main() -> None:
         "Podman 4.3 service over a Unix socket, runc, cgroupfs, overlay storage; busybox image. "
         "Cold start = create through ready, not counting the image load (with nothing to "
         "place in the workspace, its container takes the reset snapshot as it starts). "
-        "The peer runs through the podman CLI on the same storage."
+        "The peer runs through the podman CLI on the same storage, the same image, command "
+        "and lifecycle (create to removal), interleaved one for one with ours; the ratio is "
+        "the median (min-max) of the pairs."
     )
     report(
         "container",
@@ -133,6 +136,7 @@ def main() -> None:
         ["figure", "P50", "P99", "n"],
         rows,
         notes,
+        load_before=LOAD_AT_START,
     )
 
 
