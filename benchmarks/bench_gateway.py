@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -32,13 +33,14 @@ from fastapi import FastAPI, Request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ab import ratios, spread
 from megaflow.core.errors import MegaFlowError
 from megaflow.model.client import HttpModelClient, InProcessModelClient
 from megaflow.model.config import OpenAIModelConfig
 from megaflow.model.routing import Router
 from megaflow.model.scripted import ScriptedBackend, tool_call
 from megaflow.model.service import ModelService
-from report import report
+from report import LOAD_AT_START, report
 
 ANSWER = tool_call(
     "bash", {"command": "cd /workspace && python -m pytest -x -q tests/" + "x" * 120}
@@ -149,8 +151,10 @@ async def drive(
     }
 
 
-async def measure(calls: int, conc: int) -> list[tuple[str, dict[str, float]]]:
-    out: list[tuple[str, dict[str, float]]] = []
+async def measure(calls: int, conc: int, reps: int) -> dict[str, list[dict[str, float]]]:
+    """Each mode's figures per repetition; the HTTP modes interleaved (gateway, bare,
+    relay, gateway, ...) on servers started once, before any timing."""
+    out: dict[str, list[dict[str, float]]] = {}
     service = ModelService("scripted", Router([ScriptedBackend([ANSWER])], max_concurrency=conc))
     async with InProcessModelClient(service) as c:
 
@@ -159,7 +163,8 @@ async def measure(calls: int, conc: int) -> list[tuple[str, dict[str, float]]]:
             service.recorder.release(f"t{i % 1000}") if i % 1000 == 999 else None
             return r
 
-        out.append(("in-process (route + record)", await drive(inproc, calls, conc)))
+        name = "in-process (route + record)"
+        out[name] = [await drive(inproc, calls, conc) for _ in range(reps)]
 
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -169,17 +174,19 @@ async def measure(calls: int, conc: int) -> list[tuple[str, dict[str, float]]]:
         procs.append(gw)
         relay, relay_url = start("relay", bare_url)
         procs.append(relay)
-        for name, url in (
+        modes = (
             ("MegaFlow gateway (scripted)", gw_url),
             ("peer: bare FastAPI endpoint", bare_url),
             ("relay: gateway -> bare endpoint", relay_url),
-        ):
-            async with HttpModelClient(url) as h:
+        )
+        for _ in range(reps):
+            for name, url in modes:
+                async with HttpModelClient(url) as h:
 
-                async def over_http(i: int, h: HttpModelClient = h) -> object:
-                    return await h.chat(MESSAGES, trajectory_id=f"t{i % 1000}")
+                    async def over_http(i: int, h: HttpModelClient = h) -> object:
+                        return await h.chat(MESSAGES, trajectory_id=f"t{i % 1000}")
 
-                out.append((name, await drive(over_http, calls, conc)))
+                    out.setdefault(name, []).append(await drive(over_http, calls, conc))
     finally:
         for p in procs:
             p.terminate()
@@ -192,6 +199,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a short run (500 calls each)")
     ap.add_argument("--calls", type=int, default=None, help="calls per mode (default 2,000)")
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
     ap.add_argument("--serve", choices=["bare", "gateway", "relay"], help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--upstream", default="", help=argparse.SUPPRESS)
@@ -200,24 +208,29 @@ def main() -> None:
         serve(args.serve, args.port, args.upstream)
         return
     calls = args.calls or (500 if args.quick else 2000)
-    results = asyncio.run(measure(calls, args.concurrency))
+    reps = max(3, args.reps)
+    results = asyncio.run(measure(calls, args.concurrency, reps))
+
+    def med(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    msec = "{:.2f} ms".format
     rows = [
-        [
-            name,
-            f"{r['rate']:.0f}",
-            f"{r['p50'] * 1000:.2f} ms",
-            f"{r['p99'] * 1000:.2f} ms",
-            f"{r['errors']:.0f}",
-        ]
-        for name, r in results
-    ]
-    rates = {name: r["rate"] for name, r in results}
-    ratio = rates["MegaFlow gateway (scripted)"] / rates["peer: bare FastAPI endpoint"]
+        [name, spread([r["rate"] for r in runs], "{:.0f}".format),
+         msec(med(runs, "p50") * 1000), msec(med(runs, "p99") * 1000),
+         f"{sum(r['errors'] for r in runs):.0f}"]
+        for name, runs in results.items()
+    ]  # fmt: skip
+    rates = {name: [r["rate"] for r in runs] for name, runs in results.items()}
+    pair = ratios(rates["MegaFlow gateway (scripted)"], rates["peer: bare FastAPI endpoint"])
+    ratio = spread(pair)
     notes = (
-        f"{calls} calls per mode, {args.concurrency} in flight, 10-message requests. "
-        f"Gateway throughput / bare FastAPI peer: {ratio:.2f}. "
-        f"Servers run in their own processes; the client runs in this one. "
-        f"Host load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."
+        f"{calls} calls per mode and repetition, {args.concurrency} in flight, 10-message "
+        f"requests; calls/s is the median (min-max) of {reps} repetitions, P50 and P99 the "
+        "medians, errors the sum. The HTTP modes are interleaved (gateway, bare, relay, "
+        "gateway, ...) on servers started once before any timing, with the same client, "
+        f"warm-up and request. Gateway throughput / bare FastAPI peer, pair by pair: {ratio}. "
+        "Servers run in their own processes; the client runs in this one."
     )
     report(
         "gateway",
@@ -225,8 +238,9 @@ def main() -> None:
         ["mode", "calls/s", "P50", "P99", "errors"],
         rows,
         notes,
+        load_before=LOAD_AT_START,
     )
-    print(json.dumps({"ratio_gateway_over_peer": round(ratio, 3)}))
+    print(json.dumps({"ratio_gateway_over_peer": round(statistics.median(pair), 3)}))
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def provenance(load_before: float | None = None) -> tuple[str, bool]:
     ok = quotable(before, after)
     line = (
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}, "
-        f"commit {commit()}. Load average (1 min) {before:.1f} at the start, {after:.1f} "
+        f"commit {commit()}. Load average (1 min) {before:.2f} at the start, {after:.2f} "
         f"at the end, on {cores} cores."
     )
     if not ok:
