@@ -34,6 +34,7 @@ from tests.fixtures.sql_servers import (
     running_postgres,
 )
 
+from ab import ratios, spread
 from megaflow.core.errors import InvalidTransition
 from megaflow.core.states import TaskState as S
 from megaflow.core.tasks import RunSpec, TaskSpec
@@ -41,7 +42,7 @@ from megaflow.storage.abstract import MetadataStore, Transition
 from megaflow.storage.mongo import MongoMetadataStore
 from megaflow.storage.postgres import PostgresMetadataStore
 from megaflow.storage.sqlite import SqliteMetadataStore
-from report import report
+from report import LOAD_AT_START, report
 
 CHAIN = [S.SCHEDULED, S.STARTING, S.RUNNING, S.GRADING, S.SUCCEEDED]
 Factory = Callable[[str], MetadataStore]
@@ -103,33 +104,47 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--singles", type=int, default=1000, help="calls of one transition each")
     ap.add_argument("--quick", action="store_true", help="a short run (2,000 tasks, 200 calls)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
     args = ap.parse_args()
     n, singles = (2000, 200) if args.quick else (args.tasks, args.singles)
     bindir, nx = find_postgres_bindir(), find_nx27017()
     if bindir is None or nx is None:
         sys.exit("needs PostgreSQL's initdb/pg_ctl and nx-27017: run `make sysdeps setup`")
-    results: dict[str, dict[str, float]] = {}
+    reps = max(3, args.reps)
+    results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         d = Path(tmp)
         pg = stack.enter_context(running_postgres(bindir))
         mongo = stack.enter_context(running_nx27017(nx, d))
-        factories: dict[str, Factory] = {
-            "sqlite (peer, embedded)": lambda _: SqliteMetadataStore(d / "meta.db"),
-            "postgres": lambda _: PostgresMetadataStore(pg.dsn, schema="bench"),
-            "mongo on nx-27017": lambda _: MongoMetadataStore(mongo.uri, database="bench"),
-        }
-        for name, make in factories.items():
-            results[name] = asyncio.run(measure(make, n, args.batch, singles))
-    peer = results["sqlite (peer, embedded)"]
+
+        def factories(rep: int) -> dict[str, Factory]:  # fresh storage per repetition
+            return {
+                "sqlite (peer, embedded)": lambda _: SqliteMetadataStore(d / f"m{rep}.db"),
+                "postgres": lambda _: PostgresMetadataStore(pg.dsn, schema=f"bench{rep}"),
+                "mongo on nx-27017": lambda _: MongoMetadataStore(
+                    mongo.uri, database=f"bench{rep}"
+                ),
+            }
+
+        for rep in range(reps):  # interleaved: sqlite, postgres, mongo, sqlite, ...
+            for name, make in factories(rep).items():
+                results.setdefault(name, []).append(
+                    asyncio.run(measure(make, n, args.batch, singles))
+                )
+    peer = [r["batched"] for r in results["sqlite (peer, embedded)"]]
+
+    def med(runs: list[dict[str, float]], key: str, fmt: str = "{:,.0f}") -> str:
+        return fmt.format(statistics.median(r[key] for r in runs))
+
     rows = [
         [
             name,
-            f"{r['submit']:,.0f}",
-            f"{r['batched']:,.0f} ({r['batched'] / peer['batched']:.2f}x)",
-            f"{r['single_p50_ms']:.2f}",
-            f"{r['contended']:,.0f}",
+            med(runs, "submit"),
+            f"{med(runs, 'batched')} ({spread(ratios([r['batched'] for r in runs], peer))}x)",
+            med(runs, "single_p50_ms", "{:.2f}"),
+            med(runs, "contended"),
         ]
-        for name, r in results.items()
+        for name, runs in results.items()
     ]
     report(
         "metadata",
@@ -144,7 +159,11 @@ def main() -> None:
         rows,
         notes="Loopback servers started by the benchmark; the PostgreSQL cluster runs with "
         "fsync=off and synchronous_commit=off (as in the tests), SQLite in WAL with "
-        "synchronous=NORMAL. nx-27017 stores in memory. Every task is claimed exactly once.",
+        "synchronous=NORMAL. nx-27017 stores in memory. Every task is claimed exactly once. "
+        f"Medians of {reps} repetitions interleaved sqlite, postgres, mongo, sqlite, ..., "
+        "each on fresh storage, servers started once before any timing; the ratio to sqlite "
+        "is taken within each repetition, median (min-max).",
+        load_before=LOAD_AT_START,
     )
 
 
