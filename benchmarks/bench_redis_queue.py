@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 from tests.fixtures.servers import free_port, start_redis, stop
 
+from ab import ratios, spread
 from megaflow.core.events import CapacityFreed
 from megaflow.core.tasks import TaskSpec
 from megaflow.storage.abstract import EventBus, QueuedTask, TaskQueue
@@ -33,7 +34,7 @@ from megaflow.storage.memory_bus import MemoryEventBus
 from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.redis_bus import RedisEventBus
 from megaflow.storage.redis_queue import RedisTaskQueue
-from report import report
+from report import LOAD_AT_START, report
 
 
 def items(n: int, tag: str) -> list[QueuedTask]:
@@ -110,7 +111,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=20_000)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--quick", action="store_true", help="a short run (2,000 tasks)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
     args = ap.parse_args()
+    reps = max(3, args.reps)
     n = 2000 if args.quick else args.tasks
     singles = events = max(n // 10, 200)
     if shutil.which("redis-server") is None:
@@ -120,22 +123,29 @@ def main() -> None:
         server = start_redis(Path(tmp), port)
         try:
             url = f"redis://127.0.0.1:{port}/0"
-            mem = asyncio.run(queue_rates(MemoryTaskQueue(), n, args.batch, singles))
-            red_q = RedisTaskQueue(url, namespace="bench")
-            red = asyncio.run(queue_rates(red_q, n, args.batch, singles))
-            mem_ev = asyncio.run(event_rate(MemoryEventBus(), events))
-            red_ev = asyncio.run(event_rate(RedisEventBus(url, namespace="bench"), events))
+            mem, red, mem_ev, red_ev = [], [], [], []
+            for rep in range(reps):  # interleaved: in-process, redis, in-process, ...
+                ns = f"bench{rep}"
+                mem.append(asyncio.run(queue_rates(MemoryTaskQueue(), n, args.batch, singles)))
+                red_q = RedisTaskQueue(url, namespace=ns)
+                red.append(asyncio.run(queue_rates(red_q, n, args.batch, singles)))
+                mem_ev.append(asyncio.run(event_rate(MemoryEventBus(), events)))
+                red_ev.append(asyncio.run(event_rate(RedisEventBus(url, namespace=ns), events)))
             pings = asyncio.run(ping_rate(url, singles))
         finally:
             stop(server)
 
-    def row(what: str, size: str, r: float, m: float) -> list[str]:
-        return [what, size, f"{r:,.0f}", f"{m:,.0f}", f"{m / r:,.0f}x"]
+    def row(what: str, size: str, r: list[float], m: list[float]) -> list[str]:
+        big = "{:,.0f}".format
+        return [what, size, spread(r, big), spread(m, big), spread(ratios(m, r), "{:,.0f}x".format)]
+
+    def key(runs: list[dict[str, float]], k: str) -> list[float]:
+        return [r[k] for r in runs]
 
     rows = [
-        row("push (tasks/s)", str(args.batch), red["push"], mem["push"]),
-        row("pop + ack (tasks/s)", str(args.batch), red["pop"], mem["pop"]),
-        row("push, pop, ack one by one (tasks/s)", "1", red["single"], mem["single"]),
+        row("push (tasks/s)", str(args.batch), key(red, "push"), key(mem, "push")),
+        row("pop + ack (tasks/s)", str(args.batch), key(red, "pop"), key(mem, "pop")),
+        row("push, pop, ack one by one (tasks/s)", "1", key(red, "single"), key(mem, "single")),
         row("events publish -> receive (events/s)", "1", red_ev, mem_ev),
     ]
     report(
@@ -146,7 +156,11 @@ def main() -> None:
         notes="One redis-server on loopback, no persistence; four priority lanes; "
         "every popped task acknowledged. Each queue call is one Lua script, one round "
         f"trip; a bare redis-py PING round trip in the same run: {pings:,.0f}/s "
-        f"({1e3 / pings:.2f} ms), so one-by-one is bound by 3 round trips per task.",
+        f"({1e3 / pings:.2f} ms), so one-by-one is bound by 3 round trips per task. "
+        f"Median (min-max) of {reps} repetitions interleaved in-process, redis, in-process, "
+        "..., each on a fresh namespace of one server started before any timing; the ratio "
+        "is taken within each repetition.",
+        load_before=LOAD_AT_START,
     )
 
 
