@@ -28,6 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ab import ratios, spread
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 from megaflow.environment.config import LocalRuntimeConfig
@@ -44,7 +45,7 @@ from megaflow.scheduler.executors import NoopExecutor
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import Stores
-from report import report
+from report import LOAD_AT_START, report
 
 CLI = [sys.executable, "-c", "from megaflow.cli.main import main; main()"]
 
@@ -113,15 +114,18 @@ class Server:
         self.proc.wait(30)
 
 
-async def exec_times(runtime: Runtime, n: int) -> list[float]:
-    async with await runtime.create(EnvironmentSpec()) as sb:
+async def exec_times(a: Runtime, b: Runtime, n: int) -> tuple[list[float], list[float]]:
+    """Exec round trips on a sandbox of each runtime, interleaved call by call."""
+    async with await a.create(EnvironmentSpec()) as sa, await b.create(EnvironmentSpec()) as sb:
         for _ in range(5):
+            await sa.exec(["true"])
             await sb.exec(["true"])
-        out = []
+        out: tuple[list[float], list[float]] = ([], [])
         for _ in range(n):
-            t0 = time.perf_counter()
-            await sb.exec(["true"])
-            out.append(time.perf_counter() - t0)
+            for box, times in ((sa, out[0]), (sb, out[1])):
+                t0 = time.perf_counter()
+                await box.exec(["true"])
+                times.append(time.perf_counter() - t0)
         return out
 
 
@@ -136,19 +140,10 @@ async def throughput(cp: ControlPlane, n: int, run_id: str) -> float:
     return n / elapsed
 
 
-async def embedded_throughput(tmp: Path, n: int, repeats: int) -> list[float]:
-    cfg = StorageConfig.model_validate({"metadata": {"type": "sqlite", "path": str(tmp / "e.db")}})
-    async with Stores.from_config(cfg) as stores:
-        sched = Scheduler(SchedulerConfig(max_concurrency=64), stores, NoopExecutor())
-        async with sched:
-            cp = LocalControlPlane(sched)
-            return [await throughput(cp, n, f"embedded-{i}") for i in range(repeats)]
-
-
 def tps_row(name: str, runs: list[float]) -> list[str]:
     """Median tasks per second in the P50 column, the range in the P99 column."""
-    spread = f"{min(runs):,.0f}-{max(runs):,.0f}"
-    return [name, f"{statistics.median(runs):,.0f}", spread, str(len(runs))]
+    lo_hi = f"{min(runs):,.0f}-{max(runs):,.0f}"
+    return [name, f"{statistics.median(runs):,.0f}", lo_hi, str(len(runs))]
 
 
 async def main(n_exec: int, n_tasks: int, repeats: int) -> None:
@@ -161,13 +156,26 @@ async def main(n_exec: int, n_tasks: int, repeats: int) -> None:
 
     with tempfile.TemporaryDirectory(prefix="mf-bench-rpc-") as d:
         tmp = Path(d)
-        # Throughput first: the embedded peer shares this process, which must be fresh
-        # (after the exec rows its event loop runs measurably slower).
-        embedded = await embedded_throughput(tmp, n_tasks, repeats)
+        # Throughput first, in a fresh process (after the exec rows its event loop runs
+        # measurably slower); embedded and remote interleaved, both started before timing.
         (tmp / "sched").mkdir()
+        cfg = StorageConfig.model_validate(
+            {"metadata": {"type": "sqlite", "path": str(tmp / "e.db")}}
+        )
+        embedded: list[float] = []
+        remote_tps: list[float] = []
         srv = Server(tmp / "sched", "scheduler", "dummy")
-        async with srv, GrpcControlPlane(srv.target, srv.token) as cp:
-            remote_tps = [await throughput(cp, n_tasks, f"remote-{i}") for i in range(repeats)]
+        async with (
+            Stores.from_config(cfg) as stores,
+            srv,
+            GrpcControlPlane(srv.target, srv.token) as cp,
+        ):
+            sched = Scheduler(SchedulerConfig(max_concurrency=64), stores, NoopExecutor())
+            async with sched:
+                local_cp = LocalControlPlane(sched)
+                for i in range(repeats):
+                    embedded.append(await throughput(local_cp, n_tasks, f"embedded-{i}"))
+                    remote_tps.append(await throughput(cp, n_tasks, f"remote-{i}"))
         for runtime in ("local", "dummy"):
             sub = tmp / runtime
             sub.mkdir()
@@ -176,17 +184,13 @@ async def main(n_exec: int, n_tasks: int, repeats: int) -> None:
                 if runtime == "local"
                 else DummyRuntime()
             )
-            async with inproc:
-                times = await exec_times(inproc, n_exec)
-                exec_row(
-                    f"exec `true`, {runtime} runtime, in-process (peer)",
-                    f"{runtime} in-process",
-                    times,
-                )
             srv = Server(sub, "environment", runtime)
-            async with srv, GrpcRuntime(srv.target, srv.token) as remote:
-                times = await exec_times(remote, n_exec)
-                exec_row(f"exec `true`, {runtime} runtime, gRPC", f"{runtime} gRPC", times)
+            async with inproc, srv, GrpcRuntime(srv.target, srv.token) as remote:
+                near, far = await exec_times(inproc, remote, n_exec)
+            exec_row(
+                f"exec `true`, {runtime} runtime, in-process (peer)", f"{runtime} in-process", near
+            )
+            exec_row(f"exec `true`, {runtime} runtime, gRPC", f"{runtime} gRPC", far)
     rows.append(tps_row(f"no-op tasks/s, embedded scheduler (peer), {n_tasks} tasks", embedded))
     rows.append(tps_row(f"no-op tasks/s, scheduler service over gRPC, {n_tasks} tasks", remote_tps))
     added = medians["local gRPC"] - medians["local in-process"]
@@ -195,9 +199,12 @@ async def main(n_exec: int, n_tasks: int, repeats: int) -> None:
         f"The RPC itself costs {rpc_cost * 1000:.2f} ms per exec at P50 (dummy rows); on the "
         f"local runtime gRPC changes the exec P50 by {added * 1000:+.2f} ms. Each service runs "
         f"in its own process on the caller's machine ({os.cpu_count()} cores); the embedded "
-        "peer runs in this process, measured first while it is fresh. "
-        "Throughput rows: median tasks per second in the P50 column, the range in the P99 "
-        "column, from submit until every task is terminal."
+        "peer runs in this process. Exec rows alternate in-process and gRPC call by call on "
+        "one sandbox each; throughput runs alternate embedded and remote, "
+        f"{len(embedded)} of each, both started before any timing, from submit until every "
+        "task is terminal. Throughput rows: median tasks per second in the P50 column, the "
+        f"range in the P99 column; remote / embedded, pair by pair: "
+        f"{spread(ratios(remote_tps, embedded))}."
     )
     report(
         "rpc",
@@ -205,6 +212,7 @@ async def main(n_exec: int, n_tasks: int, repeats: int) -> None:
         ["figure", "P50", "P99", "n"],
         rows,
         notes,
+        load_before=LOAD_AT_START,
     )
 
 
@@ -212,9 +220,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--execs", type=int, default=300, help="exec round trips per row")
     ap.add_argument("--tasks", type=int, default=500, help="no-op tasks per throughput row")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per throughput row")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="interleaved runs per throughput row (>= 3)"
+    )
     ap.add_argument("--quick", action="store_true", help="a short run (100 execs, 200 tasks)")
     args = ap.parse_args()
     if args.quick:
-        args.execs, args.tasks, args.repeats = 100, 200, 1
-    asyncio.run(main(args.execs, args.tasks, args.repeats))
+        args.execs, args.tasks, args.repeats = 100, 200, 3
+    asyncio.run(main(args.execs, args.tasks, max(3, args.repeats)))
