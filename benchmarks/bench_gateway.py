@@ -223,7 +223,7 @@ def main() -> None:
     ]  # fmt: skip
     rates = {name: [r["rate"] for r in runs] for name, runs in results.items()}
     pair = ratios(rates["MegaFlow gateway (scripted)"], rates["peer: bare FastAPI endpoint"])
-    ratio = spread(pair)
+    ratio = spread(pair, "{:.2f}x".format)
     notes = (
         f"{calls} calls per mode and repetition, {args.concurrency} in flight, 10-message "
         f"requests; calls/s is the median (min-max) of {reps} repetitions, P50 and P99 the "

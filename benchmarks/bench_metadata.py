@@ -133,6 +133,8 @@ def main() -> None:
                 )
     peer = [r["batched"] for r in results["sqlite (peer, embedded)"]]
 
+    X = "{:.2f}x".format
+
     def med(runs: list[dict[str, float]], key: str, fmt: str = "{:,.0f}") -> str:
         return fmt.format(statistics.median(r[key] for r in runs))
 
@@ -140,7 +142,7 @@ def main() -> None:
         [
             name,
             med(runs, "submit"),
-            f"{med(runs, 'batched')} ({spread(ratios([r['batched'] for r in runs], peer))}x)",
+            f"{med(runs, 'batched')} ({spread(ratios([r['batched'] for r in runs], peer), X)})",
             med(runs, "single_p50_ms", "{:.2f}"),
             med(runs, "contended"),
         ]

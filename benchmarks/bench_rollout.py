@@ -199,7 +199,8 @@ def main() -> None:
     ideal = [n * c / cores for c in cpu_ep]
     mf_wall = [w for w, _ in mf_runs]
     mf_cpu = [c / n for _, c in mf_runs]
-    secs, msec, pct = "{:.1f} s".format, (lambda x: f"{x * 1000:.0f} ms"), "{:.1%}".format
+    secs, msec, pct = "{:.1f} s".format, (lambda v: f"{v * 1000:.0f} ms"), "{:.1%}".format
+    x = "{:.2f}x".format
     rows = [
         ["ideal: sandbox work / cores", spread(ideal, secs),
          f"{spread(cpu_ep, msec)} CPU ({spread(wall_ep, msec)} wall) per episode", ""],
@@ -220,7 +221,7 @@ def main() -> None:
         ray_cpu = [r[1] / n for r in peer_runs if isinstance(r, tuple)]
         rows += [
             [f"peer: Ray, {cores} actors, one LocalRuntime each", spread(ray_wall, secs),
-             f"Ray wall / MegaFlow wall, pair by pair: {spread(ratios(ray_wall, mf_wall))}x",
+             f"Ray wall / MegaFlow wall, pair by pair: {spread(ratios(ray_wall, mf_wall), x)}",
              ""],
             ["  its CPU per episode (actors + sandboxes)", spread(ray_cpu, msec),
              "not counted: raylet and GCS", ""],

@@ -194,7 +194,7 @@ def main() -> None:
     sim_i = args.sim_instances or (500 if args.quick else 1_000)
     sim_t = args.sim_tasks or (5_000 if args.quick else 10_000)
     rows: list[list[str]] = []
-    rate = "{:,.0f}/s".format
+    rate, times = "{:,.0f}/s".format, "{:.2f}x".format
     sides = [
         lambda: asyncio.run(_throughput(n, "file")),
         lambda: asyncio.run(_throughput(n, ":memory:")),
@@ -213,7 +213,7 @@ def main() -> None:
         [f"same, in-memory stores ({n:,})", spread(mem, rate), ">= 20,000/s"],
         ["  the same per CPU-second of the process", spread(mem_cpu, rate), "-"],
         [f"peer in this process: asyncio no-op coroutines ({n:,})", spread(aio, rate), "-"],
-        ["  MegaFlow in-memory / asyncio, pair by pair", spread(ratios(mem, aio)), "-"],
+        ["  MegaFlow in-memory / asyncio, pair by pair", spread(ratios(mem, aio), times), "-"],
     ]  # fmt: skip
     if args.no_ray:
         rows.append([f"peer across processes: Ray ({n:,})", "skipped (--no-ray)", "-"])
@@ -224,7 +224,7 @@ def main() -> None:
         rows += [
             [f"peer across processes: Ray ray.remote no-op ({n:,})", spread(ray_rate, rate), "-"],
             ["  MegaFlow in-memory / Ray, pair by pair (not like for like)",
-             spread(ratios(mem, ray_rate)), "-"],
+             spread(ratios(mem, ray_rate), times), "-"],
         ]  # fmt: skip
     med, p99, p99_cpu = decision_p99()
     rows += [
