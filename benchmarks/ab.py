@@ -12,9 +12,10 @@ from __future__ import annotations
 import resource
 import statistics
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from megaflow.environment.local import LocalRuntime
+if TYPE_CHECKING:
+    from megaflow.environment.local import LocalRuntime
 
 T = TypeVar("T")
 
