@@ -15,6 +15,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.core.lifecycle import Lifecycle
+
 DEFAULT_OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 
 
@@ -146,12 +148,12 @@ class Sandbox(abc.ABC):
         await self.destroy()
 
 
-class Runtime(abc.ABC):
+class Runtime(Lifecycle, abc.ABC):
     """Creates and tracks sandboxes of one kind."""
 
     name: str
 
-    async def start(self) -> None:  # noqa: B027 - optional hook
+    async def start(self) -> None:
         """Prepare the runtime; reap what a crashed process left behind."""
 
     async def stop(self) -> None:
@@ -173,12 +175,3 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     async def reap_orphans(self) -> int:
         """Remove sandboxes, cgroups, mounts and directories left by a dead process."""
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from megaflow.core.errors import InvalidInput, MegaFlowError
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, Sandbox
 from megaflow.environment.config import EnvironmentConfig, PoolConfig
 from megaflow.monitoring.environment import EnvironmentMetrics
@@ -61,7 +62,7 @@ class _RateLimit:
         self.next = max(now, self.next) + self.interval
 
 
-class SandboxPool:
+class SandboxPool(Lifecycle):
     """Hands out sandboxes of a runtime by spec, in ephemeral or persistent mode."""
 
     def __init__(
@@ -234,10 +235,3 @@ class SandboxPool:
                     await pool.task
             idle, pool.idle = list(pool.idle), deque()
             await asyncio.gather(*(sb.destroy() for sb in idle))
-
-    async def __aenter__(self) -> SandboxPool:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

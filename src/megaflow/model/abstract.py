@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import abc
 import math
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.trajectory import ModelCall
 
 TRAJECTORY_HEADER = "X-MegaFlow-Trajectory"
@@ -124,7 +124,7 @@ class Backend(abc.ABC):
     async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion: ...
 
 
-class ModelClient(abc.ABC):
+class ModelClient(Lifecycle, abc.ABC):
     """What an agent uses: chat, register a trajectory's task, fetch its recorded calls."""
 
     base_url: str | None = None
@@ -149,17 +149,8 @@ class ModelClient(abc.ABC):
     async def calls(self, trajectory_id: str, *, release: bool = True) -> list[ModelCall]:
         """The recorded calls of a trajectory; ``release`` forgets them afterwards."""
 
-    async def start(self) -> None:  # noqa: B027 - optional hook
+    async def start(self) -> None:
         """Open connections (HTTP) or start the service (in-process)."""
 
-    async def stop(self) -> None:  # noqa: B027 - optional hook
+    async def stop(self) -> None:
         """Close what ``start`` opened."""
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

@@ -34,6 +34,7 @@ from megaflow.core.errors import (
     NotFound,
     TransportError,
 )
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion
 from megaflow.model.body_limit import DEFAULT_MAX_BODY_MB, BodyLimitMiddleware
 from megaflow.model.service import ModelService
@@ -186,7 +187,7 @@ def create_app(service: ModelService, max_body_bytes: int = DEFAULT_MAX_BODY_MB 
     return app
 
 
-class GatewayServer:
+class GatewayServer(Lifecycle):
     """Runs the gateway with uvicorn inside the current event loop.
 
     ``async with GatewayServer(service, port=0) as gw:`` binds a loopback port
@@ -254,10 +255,3 @@ class GatewayServer:
             self._sock = None
         if self.owns_service:
             await self.service.stop()
-
-    async def __aenter__(self) -> GatewayServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

@@ -17,29 +17,11 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 from megaflow.core.events import Event
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
-
-
-class _Lifecycle(abc.ABC):  # noqa: B024 - hooks are optional, not abstract
-    async def start(self) -> None:  # noqa: B027 - optional hook
-        """Open connections, create schemas. Idempotent."""
-
-    async def stop(self) -> None:  # noqa: B027 - optional hook
-        """Flush and release everything. Idempotent."""
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +34,7 @@ class Transition:
     error: str | None = None
 
 
-class MetadataStore(_Lifecycle):
+class MetadataStore(Lifecycle, abc.ABC):
     """Runs, tasks, attempts and results, with the task state machine enforced.
 
     Entering ``SCHEDULED`` counts an attempt; entering ``PREEMPTED`` counts a
@@ -146,7 +128,7 @@ class QueuedTask:
         return self.spec.id
 
 
-class TaskQueue(_Lifecycle):
+class TaskQueue(Lifecycle, abc.ABC):
     """Tasks waiting for a slot. Its contents can always be rebuilt from the
     metadata store (see :mod:`megaflow.storage.recovery`)."""
 
@@ -188,7 +170,7 @@ class Subscription(abc.ABC):
     async def close(self) -> None: ...
 
 
-class EventBus(_Lifecycle):
+class EventBus(Lifecycle, abc.ABC):
     """Publish/subscribe. Buffers are bounded: a full subscriber slows the
     publisher down (backpressure) instead of growing without limit."""
 
@@ -209,7 +191,7 @@ class ArtifactRef:
     sha256: str
 
 
-class ArtifactStore(_Lifecycle):
+class ArtifactStore(Lifecycle, abc.ABC):
     """Bulky outputs under slash-separated keys. Keys never escape the store."""
 
     @abc.abstractmethod

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.storage.abstract import ArtifactStore, EventBus, MetadataStore, TaskQueue
 from megaflow.storage.config import (
     ArtifactsConfig,
@@ -93,7 +92,7 @@ def make_artifact_store(cfg: ArtifactsConfig) -> ArtifactStore:
 
 
 @dataclass
-class Stores:
+class Stores(Lifecycle):
     """The four stores of a run, started and stopped together."""
 
     metadata: MetadataStore
@@ -124,12 +123,3 @@ class Stores:
     async def stop(self) -> None:
         for store in (self.artifacts, self.events, self.queue, self.metadata):
             await store.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
