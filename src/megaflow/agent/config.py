@@ -1,10 +1,14 @@
-"""Agent configs, tagged by ``type``."""
+"""Agent configs, tagged by ``type``; each builds its agent (``build()``), importing the
+adapter only then (mini-swe-agent is an extra)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from megaflow.agent.abstract import Agent
 
 
 class _Cfg(BaseModel):
@@ -34,6 +38,11 @@ class BuiltinAgentConfig(_Cfg):
     )
     system_prompt: str | None = Field(None, description="Replaces the built-in system prompt.")
 
+    def build(self) -> Agent:
+        from megaflow.agent.builtin import BuiltinAgent
+
+        return BuiltinAgent(self)
+
 
 class MiniSweAgentConfig(_Cfg):
     """The real mini-swe-agent package, driving a MegaFlow sandbox."""
@@ -55,6 +64,11 @@ class MiniSweAgentConfig(_Cfg):
     model_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of model_class."
     )
+
+    def build(self) -> Agent:
+        from megaflow.agent.miniswe import MiniSweAgent
+
+        return MiniSweAgent(self)
 
 
 AgentConfig = Annotated[BuiltinAgentConfig | MiniSweAgentConfig, Field(discriminator="type")]

@@ -1,18 +1,10 @@
-"""Build an agent from its config; adapters import lazily (mini-swe-agent is an extra)."""
+"""Build an agent from its config (the config's ``build``); adapters import lazily."""
 
 from __future__ import annotations
 
 from megaflow.agent.abstract import Agent
-from megaflow.agent.config import AgentConfig, BuiltinAgentConfig, MiniSweAgentConfig
+from megaflow.agent.config import AgentConfig
 
 
 def make_agent(cfg: AgentConfig) -> Agent:
-    if isinstance(cfg, BuiltinAgentConfig):
-        from megaflow.agent.builtin import BuiltinAgent
-
-        return BuiltinAgent(cfg)
-    if isinstance(cfg, MiniSweAgentConfig):
-        from megaflow.agent.miniswe import MiniSweAgent
-
-        return MiniSweAgent(cfg)
-    raise TypeError(f"unknown agent config {type(cfg).__name__}")
+    return cfg.build()

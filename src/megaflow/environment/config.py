@@ -1,12 +1,20 @@
-"""Environment configs: which runtime runs sandboxes, and how they are pooled."""
+"""Environment configs: which runtime runs sandboxes, and how they are pooled.
+
+Each runtime config builds its runtime with ``build(metrics=...)``, importing
+the backend's module only then.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
+
+if TYPE_CHECKING:
+    from megaflow.environment.abstract import Runtime
+    from megaflow.monitoring.environment import EnvironmentMetrics
 
 # Secret-bearing paths inside the 'host' image's allow list, covered by default.
 DEFAULT_HIDE = (
@@ -65,6 +73,11 @@ class LocalRuntimeConfig(_Cfg):
         30.0, gt=0, description="How often expired sandboxes (past their TTL) are destroyed."
     )
 
+    def build(self, metrics: EnvironmentMetrics | None = None) -> Runtime:
+        from megaflow.environment.local import LocalRuntime
+
+        return LocalRuntime(self, metrics=metrics)
+
 
 class ContainerRuntimeConfig(_Cfg):
     """Containers through the Docker Engine API (Docker or Podman's service)."""
@@ -89,11 +102,21 @@ class ContainerRuntimeConfig(_Cfg):
     max_connections: int = Field(64, ge=1, description="Connection pool size to the engine.")
     reap_on_start: bool = Field(True, description="Reap orphaned containers when starting.")
 
+    def build(self, metrics: EnvironmentMetrics | None = None) -> Runtime:
+        from megaflow.environment.container import ContainerRuntime
+
+        return ContainerRuntime(self, metrics=metrics)
+
 
 class DummyRuntimeConfig(_Cfg):
     """In-memory sandboxes for tests of logic elsewhere; runs nothing."""
 
     type: Literal["dummy"] = "dummy"
+
+    def build(self, metrics: EnvironmentMetrics | None = None) -> Runtime:
+        from megaflow.environment.dummy import DummyRuntime
+
+        return DummyRuntime()
 
 
 RuntimeConfig = Annotated[

@@ -2,13 +2,20 @@
 
 Each config describes one backend: its replicas, and how the gateway routes
 to them (concurrency cap, token bucket, timeout, retries on transport errors).
+Each config builds its own backends (``backends()``), importing the backend's
+module only then, and names the model it serves (``served_name()``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import abc
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from megaflow.model.abstract import Backend
 
 
 class _Cfg(BaseModel):
@@ -25,6 +32,17 @@ class _Routed(_Cfg):
     retries: int = Field(2, ge=0, le=10, description="Extra tries after a transport error.")
     name: str | None = Field(None, description="Model name served by the gateway.")
 
+    @abc.abstractmethod
+    def backends(self) -> list[Backend]:
+        """One backend per replica of the configured model."""
+
+    @abc.abstractmethod
+    def default_name(self) -> str:
+        """The served name when ``name`` is not set."""
+
+    def served_name(self) -> str:
+        return self.name or self.default_name()
+
 
 class ReplayModelConfig(_Routed):
     """Plays a task's reference solution (or an empty patch, as a control)."""
@@ -35,6 +53,14 @@ class ReplayModelConfig(_Routed):
     )
     workdir: str = Field("/workspace", description="Repository directory in the sandbox.")
     patch_path: str = Field("/tmp/megaflow-gold.patch", description="Where the patch is written.")
+
+    def backends(self) -> list[Backend]:
+        from megaflow.model.replay import ReplayBackend
+
+        return [ReplayBackend(self.play, self.workdir, self.patch_path)]
+
+    def default_name(self) -> str:
+        return f"replay-{self.play}"
 
 
 class OpenAIModelConfig(_Routed):
@@ -51,6 +77,24 @@ class OpenAIModelConfig(_Routed):
         False, description="Ask upstream for logprobs (and token ids, on vLLM)."
     )
 
+    def backends(self) -> list[Backend]:
+        from megaflow.model.openai_compat import OpenAIBackend
+
+        return [
+            OpenAIBackend.from_env(
+                url,
+                self.model,
+                self.api_key_env,
+                timeout_s=self.timeout_s,
+                max_connections=self.max_concurrency,
+                request_logprobs=self.request_logprobs,
+            )
+            for url in [self.base_url, *self.replicas]
+        ]
+
+    def default_name(self) -> str:
+        return self.model
+
 
 class TransformersModelConfig(_Routed):
     """A local Hugging Face causal LM on CPU."""
@@ -60,6 +104,18 @@ class TransformersModelConfig(_Routed):
     max_new_tokens: int = Field(256, ge=1, description="Default generation length.")
     temperature: float = Field(0.0, ge=0, description="0 means greedy decoding.")
     max_concurrency: int = Field(1, ge=1, description="Generations at once.")
+
+    def backends(self) -> list[Backend]:
+        from megaflow.model.transformers_lm import TransformersBackend
+
+        return [
+            TransformersBackend(
+                self.model, max_new_tokens=self.max_new_tokens, temperature=self.temperature
+            )
+        ]
+
+    def default_name(self) -> str:
+        return Path(self.model).name or "transformers"
 
 
 class ScriptedModelConfig(_Routed):
@@ -71,6 +127,15 @@ class ScriptedModelConfig(_Routed):
     bash: list[str] = Field(
         default_factory=list, description="Shell commands, run one per turn, in order."
     )
+
+    def backends(self) -> list[Backend]:
+        from megaflow.model.scripted import ScriptedBackend, tool_call
+
+        steps = [tool_call("bash", {"command": c}, f"call_{n}") for n, c in enumerate(self.bash)]
+        return [ScriptedBackend([*steps, tool_call("submit", {}, "call_submit")])]
+
+    def default_name(self) -> str:
+        return "scripted"
 
 
 ModelConfig = Annotated[

@@ -1,10 +1,17 @@
-"""Store configs, one per backend, tagged by ``type``. The unions are the registry."""
+"""Store configs, one per backend, tagged by ``type``. The unions are the registry.
+
+Each config builds its own store with ``build()``, importing the backend's
+module only then; a new backend is one config class and one union member.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from megaflow.storage.abstract import ArtifactStore, EventBus, MetadataStore, TaskQueue
 
 
 class _Cfg(BaseModel):
@@ -14,6 +21,11 @@ class _Cfg(BaseModel):
 class SqliteMetadataConfig(_Cfg):
     type: Literal["sqlite"] = "sqlite"
     path: str = Field(".megaflow/megaflow.db", description="Database file; ':memory:' for none.")
+
+    def build(self) -> MetadataStore:
+        from megaflow.storage.sqlite import SqliteMetadataStore
+
+        return SqliteMetadataStore(self.path)
 
 
 class PostgresMetadataConfig(_Cfg):
@@ -28,6 +40,16 @@ class PostgresMetadataConfig(_Cfg):
     min_connections: int = Field(1, ge=1, le=1000, description="Connections kept open.")
     max_connections: int = Field(10, ge=1, le=1000, description="Most connections at once.")
 
+    def build(self) -> MetadataStore:
+        from megaflow.storage.postgres import PostgresMetadataStore
+
+        return PostgresMetadataStore(
+            self.dsn,
+            schema=self.db_schema,
+            min_connections=self.min_connections,
+            max_connections=self.max_connections,
+        )
+
 
 class MongoMetadataConfig(_Cfg):
     type: Literal["mongo"] = "mongo"
@@ -39,14 +61,29 @@ class MongoMetadataConfig(_Cfg):
         "sharded clusters only; 'off' always uses the validate-then-apply fallback.",
     )
 
+    def build(self) -> MetadataStore:
+        from megaflow.storage.mongo import MongoMetadataStore
+
+        return MongoMetadataStore(self.uri, database=self.database, transactions=self.transactions)
+
 
 class MemoryQueueConfig(_Cfg):
     type: Literal["memory"] = "memory"
+
+    def build(self) -> TaskQueue:
+        from megaflow.storage.memory_queue import MemoryTaskQueue
+
+        return MemoryTaskQueue()
 
 
 class MemoryEventsConfig(_Cfg):
     type: Literal["memory"] = "memory"
     buffer: int = Field(1024, ge=1, le=1_000_000, description="Events buffered per subscriber.")
+
+    def build(self) -> EventBus:
+        from megaflow.storage.memory_bus import MemoryEventBus
+
+        return MemoryEventBus()
 
 
 class _RedisCfg(_Cfg):
@@ -74,6 +111,17 @@ class RedisQueueConfig(_RedisCfg):
         "delivered again (its consumer is presumed crashed).",
     )
 
+    def build(self) -> TaskQueue:
+        from megaflow.storage.redis_queue import RedisTaskQueue
+
+        return RedisTaskQueue(
+            self.url,
+            cluster=self.cluster,
+            namespace=self.namespace,
+            consumer=self.consumer,
+            claim_after_s=self.claim_after_s,
+        )
+
 
 class RedisEventsConfig(_RedisCfg):
     type: Literal["redis"] = "redis"
@@ -86,10 +134,26 @@ class RedisEventsConfig(_RedisCfg):
         description="On start, delete subscriber groups idle this long (their process died).",
     )
 
+    def build(self) -> EventBus:
+        from megaflow.storage.redis_bus import RedisEventBus
+
+        return RedisEventBus(
+            self.url,
+            cluster=self.cluster,
+            namespace=self.namespace,
+            max_len=self.max_len,
+            stale_after_s=self.stale_after_s,
+        )
+
 
 class LocalArtifactsConfig(_Cfg):
     type: Literal["local"] = "local"
     root: str = Field(".megaflow/artifacts", description="Directory holding the artifacts.")
+
+    def build(self) -> ArtifactStore:
+        from megaflow.storage.local_artifacts import LocalArtifactStore
+
+        return LocalArtifactStore(self.root)
 
 
 class S3ArtifactsConfig(_Cfg):
@@ -111,6 +175,21 @@ class S3ArtifactsConfig(_Cfg):
         16 * 1024 * 1024, ge=5 * 1024 * 1024, description="Bytes per part (S3 needs >= 5 MiB)."
     )
     create_bucket: bool = Field(False, description="Create the bucket if it does not exist.")
+
+    def build(self) -> ArtifactStore:
+        from megaflow.storage.s3_artifacts import S3ArtifactStore
+
+        return S3ArtifactStore(
+            self.bucket,
+            prefix=self.prefix,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            multipart_threshold=self.multipart_threshold,
+            part_size=self.part_size,
+            create_bucket=self.create_bucket,
+        )
 
 
 MetadataConfig = Annotated[

@@ -1,4 +1,4 @@
-"""Build stores from their configs. Backends are imported only when chosen."""
+"""Build stores from their configs (each config's ``build()``); start them together."""
 
 from __future__ import annotations
 
@@ -10,85 +10,25 @@ from megaflow.storage.config import (
     ArtifactsConfig,
     EventsConfig,
     MetadataConfig,
-    MongoMetadataConfig,
-    PostgresMetadataConfig,
     QueueConfig,
-    RedisEventsConfig,
-    RedisQueueConfig,
-    S3ArtifactsConfig,
     StorageConfig,
 )
 
 
 def make_metadata_store(cfg: MetadataConfig) -> MetadataStore:
-    if isinstance(cfg, PostgresMetadataConfig):
-        from megaflow.storage.postgres import PostgresMetadataStore
-
-        return PostgresMetadataStore(
-            cfg.dsn,
-            schema=cfg.db_schema,
-            min_connections=cfg.min_connections,
-            max_connections=cfg.max_connections,
-        )
-    if isinstance(cfg, MongoMetadataConfig):
-        from megaflow.storage.mongo import MongoMetadataStore
-
-        return MongoMetadataStore(cfg.uri, database=cfg.database, transactions=cfg.transactions)
-    from megaflow.storage.sqlite import SqliteMetadataStore
-
-    return SqliteMetadataStore(cfg.path)
+    return cfg.build()
 
 
 def make_queue(cfg: QueueConfig) -> TaskQueue:
-    if isinstance(cfg, RedisQueueConfig):
-        from megaflow.storage.redis_queue import RedisTaskQueue
-
-        return RedisTaskQueue(
-            cfg.url,
-            cluster=cfg.cluster,
-            namespace=cfg.namespace,
-            consumer=cfg.consumer,
-            claim_after_s=cfg.claim_after_s,
-        )
-    from megaflow.storage.memory_queue import MemoryTaskQueue
-
-    return MemoryTaskQueue()
+    return cfg.build()
 
 
 def make_event_bus(cfg: EventsConfig) -> EventBus:
-    if isinstance(cfg, RedisEventsConfig):
-        from megaflow.storage.redis_bus import RedisEventBus
-
-        return RedisEventBus(
-            cfg.url,
-            cluster=cfg.cluster,
-            namespace=cfg.namespace,
-            max_len=cfg.max_len,
-            stale_after_s=cfg.stale_after_s,
-        )
-    from megaflow.storage.memory_bus import MemoryEventBus
-
-    return MemoryEventBus()
+    return cfg.build()
 
 
 def make_artifact_store(cfg: ArtifactsConfig) -> ArtifactStore:
-    if isinstance(cfg, S3ArtifactsConfig):
-        from megaflow.storage.s3_artifacts import S3ArtifactStore
-
-        return S3ArtifactStore(
-            cfg.bucket,
-            prefix=cfg.prefix,
-            endpoint_url=cfg.endpoint_url,
-            region=cfg.region,
-            access_key_id=cfg.access_key_id,
-            secret_access_key=cfg.secret_access_key,
-            multipart_threshold=cfg.multipart_threshold,
-            part_size=cfg.part_size,
-            create_bucket=cfg.create_bucket,
-        )
-    from megaflow.storage.local_artifacts import LocalArtifactStore
-
-    return LocalArtifactStore(cfg.root)
+    return cfg.build()
 
 
 @dataclass
