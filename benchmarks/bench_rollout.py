@@ -38,7 +38,7 @@ import ab
 from ab import cpu_s, interleave, ratios, sandbox_cpu_s, spread
 from megaflow.agent.builtin import BuiltinAgent
 from megaflow.agent.config import BuiltinAgentConfig
-from megaflow.app.executor import AgentExecutor, Arm
+from megaflow.app.attempt import AgentExecutor, Arm
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import LocalRuntimeConfig, PoolConfig

@@ -35,14 +35,14 @@ from megaflow.environment.config import LocalRuntimeConfig
 from megaflow.environment.dummy import DummyRuntime
 from megaflow.environment.local import LocalRuntime
 from megaflow.rpc.auth import generate_token, write_token
-from megaflow.rpc.cluster import check_health
 from megaflow.rpc.config import RESERVED_PORTS, ClusterConfig
-from megaflow.rpc.control import ControlPlane, LocalControlPlane
 from megaflow.rpc.environment_client import GrpcRuntime
+from megaflow.rpc.health import check_health
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.scheduler.config import SchedulerConfig
-from megaflow.scheduler.executors import NoopExecutor
+from megaflow.scheduler.control import ControlPlane, LocalControlPlane
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import NoopExecutor
 from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import Stores
 from report import LOAD_AT_START, report

@@ -9,7 +9,7 @@ from megaflow.datasets.candidate import extract_patch
 from megaflow.datasets.grading import GradeReport
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.prepare import environment_spec, prepare_sandbox
-from megaflow.datasets.tasks import to_task_specs
+from megaflow.datasets.task_specs import to_task_specs
 from megaflow.datasets.validate import grade_patch
 from megaflow.environment.abstract import Runtime, Sandbox
 

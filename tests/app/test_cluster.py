@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from megaflow.app.launcher import members
 from megaflow.core.states import TaskState
-from megaflow.rpc.cluster import check_health
 from megaflow.rpc.config import ClusterConfig
-from megaflow.rpc.local_cluster import members
+from megaflow.rpc.health import check_health
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.fixtures.servers import free_port

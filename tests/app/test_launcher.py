@@ -16,12 +16,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from megaflow.app.launcher import members
 from megaflow.cli.main import app
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
-from megaflow.rpc.cluster import SERVABLE, check_health
-from megaflow.rpc.config import ClusterConfig
-from megaflow.rpc.local_cluster import members
+from megaflow.rpc.config import SERVABLE, ClusterConfig
+from megaflow.rpc.health import check_health
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from tests.fixtures.servers import free_port
 from tests.rpc.test_environment_grpc import _self_signed

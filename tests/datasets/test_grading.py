@@ -15,7 +15,7 @@ from megaflow.datasets import (
 )
 from megaflow.datasets.grading import patch_files, score
 from megaflow.datasets.loader import load_instances
-from megaflow.datasets.test_log import TestStatus, parse_pytest_report, statuses_for
+from megaflow.datasets.pytest_report import TestStatus, parse_pytest_report, statuses_for
 from megaflow.environment.abstract import Runtime
 from tests.datasets.conftest import make_calc_repo, write_jsonl
 

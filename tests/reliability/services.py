@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from megaflow.rpc.cluster import check_health
 from megaflow.rpc.config import ClusterConfig, Service
+from megaflow.rpc.health import check_health
 
 CLI = [sys.executable, "-m", "megaflow.cli.main"]
 

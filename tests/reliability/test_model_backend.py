@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from megaflow.app.executor import artifact_prefix
+from megaflow.app.attempt import artifact_prefix
 from megaflow.app.job import Job
 from megaflow.config import parse_config
 from megaflow.core.states import TaskState

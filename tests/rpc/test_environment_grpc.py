@@ -12,12 +12,12 @@ from megaflow.core.errors import AuthError, Backpressure, InvalidInput, NotFound
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.local import LocalRuntime
 from megaflow.rpc.auth import generate_token
-from megaflow.rpc.cluster import check_health
 from megaflow.rpc.config import ClusterConfig, TlsConfig
 from megaflow.rpc.environment_client import GrpcRuntime
 from megaflow.rpc.environment_server import EnvironmentServicer
 from megaflow.rpc.gen import common_pb2, environment_pb2_grpc
 from megaflow.rpc.gen import environment_pb2 as pb
+from megaflow.rpc.health import check_health
 from megaflow.rpc.server import RpcServer, check_once
 from tests.rpc.conftest import serve_environment
 

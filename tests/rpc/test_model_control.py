@@ -11,16 +11,13 @@ import pytest
 from megaflow.core.errors import AuthError, InvalidInput, NotFound
 from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
 from megaflow.model.config import ReplayModelConfig
+from megaflow.model.control import LocalModelControl, ModelControl
 from megaflow.model.routing import Router
 from megaflow.rpc.auth import generate_token
 from megaflow.rpc.gen import model_pb2 as pb
 from megaflow.rpc.gen import model_pb2_grpc
-from megaflow.rpc.model_control import (
-    GrpcModelControl,
-    LocalModelControl,
-    ModelControl,
-    ModelControlServicer,
-)
+from megaflow.rpc.model_client import GrpcModelControl
+from megaflow.rpc.model_server import ModelControlServicer
 from megaflow.rpc.server import RpcServer
 
 REQUEST = ChatRequest(messages=[{"role": "user", "content": "hi"}])

@@ -15,15 +15,15 @@ from megaflow.core.events import Event
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.rpc.auth import generate_token
-from megaflow.rpc.control import ControlPlane, LocalControlPlane
 from megaflow.rpc.gen import scheduler_pb2 as pb
 from megaflow.rpc.gen import scheduler_pb2_grpc
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from megaflow.rpc.scheduler_server import SchedulerServicer
 from megaflow.rpc.server import RpcServer
 from megaflow.scheduler.config import SchedulerConfig
-from megaflow.scheduler.executors import SleepExecutor
+from megaflow.scheduler.control import ControlPlane, LocalControlPlane
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import SleepExecutor
 from megaflow.storage.factory import Stores
 from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.storage.memory_bus import MemoryEventBus

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import httpx
 
+from megaflow.app.serve import serve
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.rpc.auth import generate_token
-from megaflow.rpc.cluster import serve
 from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.scheduler_client import GrpcControlPlane
 from tests.fixtures.servers import free_port

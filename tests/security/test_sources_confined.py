@@ -163,7 +163,7 @@ def test_a_source_root_admits_an_outside_source(
     (inst,) = load_instances(tset, source_roots=[tmp_path])
     assert inst.megaflow_source.path == str(outside.resolve())
     # the run config's source_roots, relative to the config file
-    from megaflow.app.tasks import task_specs
+    from megaflow.app.assembly import task_specs
     from megaflow.config import load_config
 
     (tmp_path / "run.yaml").write_text(

@@ -17,9 +17,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from megaflow.agent.factory import make_agent
-from megaflow.app.executor import AgentExecutor, Arm
+from megaflow.app.assembly import task_specs
+from megaflow.app.attempt import AgentExecutor, Arm
 from megaflow.app.job import CONTROL_SUFFIX, base_spec, new_run_id
-from megaflow.app.tasks import task_specs
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.tasks import RunSpec, TaskResult, TaskSpec

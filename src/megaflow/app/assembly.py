@@ -8,7 +8,7 @@ from megaflow.config.models import InlineTasksConfig, RunConfig, SwebenchTasksCo
 from megaflow.core.errors import ConfigError
 from megaflow.core.tasks import TaskSpec, Timeouts
 from megaflow.datasets.loader import load_instances
-from megaflow.datasets.tasks import to_task_specs
+from megaflow.datasets.task_specs import to_task_specs
 
 
 def _resolve(path: str, config_dir: Path | None) -> Path:

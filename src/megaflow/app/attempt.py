@@ -34,7 +34,7 @@ from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.prepare import environment_spec, prepare_sandbox
-from megaflow.datasets.tasks import instance_of
+from megaflow.datasets.task_specs import instance_of
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.abstract import ModelClient

@@ -23,8 +23,8 @@ from typing import Any, Self
 from prometheus_client import CollectorRegistry
 
 from megaflow.agent.factory import make_agent
-from megaflow.app.executor import AgentExecutor, Arm
-from megaflow.app.tasks import task_specs
+from megaflow.app.assembly import task_specs
+from megaflow.app.attempt import AgentExecutor, Arm
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState

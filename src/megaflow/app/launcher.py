@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megaflow.core.errors import TransportError
-from megaflow.rpc.cluster import SERVABLE, check_health
-from megaflow.rpc.config import ClusterConfig, Service
+from megaflow.rpc.config import SERVABLE, ClusterConfig, Service
+from megaflow.rpc.health import check_health
 from megaflow.storage.private import private_dir, private_file
 
 STATE_FILE = "cluster.json"

@@ -1,10 +1,12 @@
-"""Run services of a cluster config in this process, and check a service's health.
+"""Run services of a cluster config in this process.
 
-``megaflow serve SERVICE`` calls :func:`serve`; ``megaflow up`` starts one
-process per service and waits on :func:`check_health` for each.
+``megaflow serve SERVICE`` calls :func:`serve`; ``megaflow up``
+(:mod:`megaflow.app.launcher`) starts one process per service and waits on
+:func:`~megaflow.rpc.health.check_health` for each.
 Services: ``environment`` (any runtime), ``model`` (the OpenAI-compatible
 gateway over HTTP behind the bearer token, and model control over gRPC),
-``agent`` (a task executor) and ``scheduler`` (the control plane with its
+``agent`` (a task executor: the app's, :class:`~megaflow.app.agent_runs.ClusterAgentExecutor`,
+with ``executor: app``) and ``scheduler`` (the control plane with its
 stores; its attempts run in the agent service with ``executor: agent``).
 """
 
@@ -14,33 +16,28 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-import grpc
 from prometheus_client import CollectorRegistry
 
-from megaflow.core.errors import ConfigError, TransportError
+from megaflow.app.agent_runs import ClusterAgentExecutor
 from megaflow.environment.factory import make_runtime
+from megaflow.model.control import LocalModelControl
 from megaflow.monitoring.environment import EnvironmentMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import BearerAuthMiddleware
 from megaflow.rpc.config import ClusterConfig, Service
-from megaflow.rpc.control import LocalControlPlane
 from megaflow.rpc.environment_server import EnvironmentServicer
 from megaflow.rpc.metrics_http import ModelServiceCollector, serve_asgi, serve_metrics
-from megaflow.rpc.model_control import LocalModelControl, ModelControlServicer
+from megaflow.rpc.model_server import ModelControlServicer
 from megaflow.rpc.scheduler_server import SchedulerServicer
-from megaflow.rpc.server import RpcServer, check_once, open_channel
-from megaflow.rpc.status import error_from
+from megaflow.rpc.server import RpcServer
 from megaflow.scheduler.abstract import TaskExecutor
-from megaflow.scheduler.executors import NoopExecutor, SleepExecutor
+from megaflow.scheduler.control import LocalControlPlane
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import NoopExecutor, SleepExecutor
 from megaflow.storage.factory import Stores
 
-SERVABLE: tuple[Service, ...] = ("environment", "model", "agent", "scheduler")
 OnReady = Callable[[str, str], None]
-MakeExecutor = Callable[[ClusterConfig, str, CollectorRegistry], TaskExecutor]
-"""Builds the agent service's executor from the cluster config, token and the
-registry its metrics go to (the app's)."""
 
 
 def _server(cfg: ClusterConfig, service: Service, token: str) -> RpcServer:
@@ -104,12 +101,10 @@ async def _serve_agent(
     cfg: ClusterConfig,
     token: str,
     reg: CollectorRegistry,
-    make: MakeExecutor | None,
 ) -> RpcServer:
+    executor: TaskExecutor
     if cfg.agent.executor == "app":
-        if make is None:
-            raise ConfigError("agent.executor 'app' needs the app layer; serve it from the CLI")
-        executor = make(cfg, token, reg)
+        executor = ClusterAgentExecutor.from_cluster(cfg, token, reg)
     else:
         executor = _local_executor(cfg.agent.executor)
     await executor.start()
@@ -151,48 +146,22 @@ async def serve(
     token: str,
     stop: asyncio.Event,
     on_ready: OnReady | None = None,
-    agent_executor: MakeExecutor | None = None,
 ) -> None:
     """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap.
     Services with a ``metrics_port`` also serve this process's metrics there."""
     registry = CollectorRegistry()
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
-            if service == "agent":
-                server = await _serve_agent(stack, cfg, token, registry, agent_executor)
-            else:
-                start = {
-                    "environment": _serve_environment,
-                    "scheduler": _serve_scheduler,
-                    "model": _serve_model,
-                }[service]
-                server = await start(stack, cfg, token, registry)
+            start = {
+                "environment": _serve_environment,
+                "scheduler": _serve_scheduler,
+                "model": _serve_model,
+                "agent": _serve_agent,
+            }[service]
+            server = await start(stack, cfg, token, registry)
             ep = cfg.endpoint(service)
             if ep.metrics_port is not None:
                 await serve_metrics(stack, registry, ep.listen, ep.metrics_port, token, cfg.tls)
             if on_ready is not None:
                 on_ready(service, server.target)
         await stop.wait()
-
-
-async def check_health(cfg: ClusterConfig, service: Service, token: str, timeout: float) -> None:
-    """Return once ``service`` answers an authenticated Health call naming it;
-    ``TransportError`` after ``timeout`` seconds."""
-    ep = cfg.endpoint(service)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: object = None
-    async with open_channel(ep.target, cfg.tls, cfg.max_message_bytes) as channel:
-        while loop.time() < deadline:
-            try:
-                services = await check_once(channel, token)
-            except grpc.aio.AioRpcError as err:
-                if err.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    raise error_from(err, f"{service} service at {ep.target}") from None
-                last = err.details()
-            else:
-                if service in services:
-                    return
-                last = f"it serves {services}, not {service}"
-            await asyncio.sleep(0.2)
-    raise TransportError(f"{service} service at {ep.target} is not healthy: {last}")

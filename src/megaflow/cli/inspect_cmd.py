@@ -23,9 +23,9 @@ def status(
 ) -> None:
     """Tasks by state, for one run or for every run."""
     if cluster is not None:
-        from megaflow.cli import cluster_cmd
+        from megaflow.cli import serve_cmd
 
-        cluster_cmd.cluster_status(cluster, run_id)
+        serve_cmd.cluster_status(cluster, run_id)
         return
 
     async def go(store: MetadataStore) -> list[tuple[str, str, dict[TaskState, int]]]:

@@ -7,12 +7,12 @@ import typer
 from megaflow import __version__
 from megaflow.cli import (
     bench_cmd,
-    cluster_cmd,
     config_cmd,
     grade_cmd,
     inspect_cmd,
     run_cmd,
     sandbox_cmd,
+    serve_cmd,
     sim_cmd,
     tasks_cmd,
     top_cmd,
@@ -39,7 +39,7 @@ app.command("bench")(bench_cmd.bench)
 app.command("top")(top_cmd.top)
 app.command("sim")(sim_cmd.sim)
 app.command("serve-model")(serve_model)
-cluster_cmd.register(app)  # serve, up, down, submit
+serve_cmd.register(app)  # serve, up, down, submit
 
 
 @app.command()

@@ -22,8 +22,15 @@ from rich.table import Table
 from megaflow.cli.common import EXIT_FAILED, console, fail
 from megaflow.core.errors import MegaFlowError
 from megaflow.core.states import TaskState
-from megaflow.rpc.config import SERVICES, ClusterConfig, Service, TlsConfig, load_cluster_config
-from megaflow.rpc.control import RunStatus
+from megaflow.rpc.config import (
+    SERVABLE,
+    SERVICES,
+    ClusterConfig,
+    Service,
+    TlsConfig,
+    load_cluster_config,
+)
+from megaflow.scheduler.control import RunStatus
 
 T = TypeVar("T")
 DEFAULT_CLUSTER = Path("cluster.yaml")
@@ -55,8 +62,7 @@ def serve(
     config: Path | None = typer.Option(None, "--config", "-c", help="Cluster config (YAML)."),
 ) -> None:
     """Run one service (or all) of a cluster in this process, until SIGTERM or Ctrl-C."""
-    from megaflow.rpc.cluster import SERVABLE
-    from megaflow.rpc.cluster import serve as serve_services
+    from megaflow.app.serve import serve as serve_services
 
     if service not in (*SERVICES, "all"):
         fail(f"unknown service {service!r}; choose from {', '.join(SERVICES)} or all")
@@ -74,9 +80,7 @@ def serve(
             tls = "TLS" if cfg.tls else "plaintext"
             console.print(f"{name} service listening on {target} ({tls})", highlight=False)
 
-        from megaflow.app.cluster import ClusterAgentExecutor
-
-        await serve_services(chosen, cfg, token, stop, ready, ClusterAgentExecutor.from_cluster)
+        await serve_services(chosen, cfg, token, stop, ready)
 
     _run(go())
 
@@ -86,13 +90,13 @@ def up(
     timeout: float = typer.Option(60.0, help="Seconds to wait for every service to be healthy."),
 ) -> None:
     """Start a local cluster: each service in its own process, health-checked."""
-    from megaflow.rpc import local_cluster
+    from megaflow.app import launcher
 
     cfg = _config(config)
 
     try:
         token = cfg.auth.resolve(create=True)  # generated and stored 0600 when absent
-        started = local_cluster.up(cfg, config, token, timeout)
+        started = launcher.up(cfg, config, token, timeout)
     except MegaFlowError as exc:
         fail(str(exc), EXIT_FAILED)
     table = Table(title="megaflow cluster")
@@ -109,10 +113,10 @@ def down(
     config: Path = typer.Argument(DEFAULT_CLUSTER, help="Cluster config (YAML)."),
 ) -> None:
     """Stop the local cluster that `megaflow up` started from CONFIG."""
-    from megaflow.rpc import local_cluster
+    from megaflow.app import launcher
 
     cfg = _config(config if config.exists() else None)
-    stopped = local_cluster.down(Path(cfg.state_dir))
+    stopped = launcher.down(Path(cfg.state_dir))
     if not stopped:
         console.print("no cluster was running")
     for m in stopped:
@@ -146,7 +150,7 @@ def submit(
     cluster_config: Path | None = typer.Option(None, "--cluster-config", help="For its token."),
 ) -> None:
     """Submit the run described by CONFIG to a running cluster."""
-    from megaflow.app.cluster import runs_of
+    from megaflow.app.agent_runs import runs_of
     from megaflow.config.loader import load_config
     from megaflow.rpc.scheduler_client import GrpcControlPlane
 

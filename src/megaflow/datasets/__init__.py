@@ -21,7 +21,7 @@ from megaflow.datasets.instance import (
 )
 from megaflow.datasets.loader import load_instances
 from megaflow.datasets.prepare import PreparedRepo, environment_spec, prepare_sandbox
-from megaflow.datasets.tasks import instance_of, to_task_specs
+from megaflow.datasets.task_specs import instance_of, to_task_specs
 from megaflow.datasets.validate import (
     CheckResult,
     ValidationReport,

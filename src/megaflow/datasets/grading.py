@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.patches import apply_patch, patch_files
 from megaflow.datasets.prepare import GIT_ENV, WORKDIR
+from megaflow.datasets.pytest_report import TestStatus, passed, statuses_for
 from megaflow.datasets.strict import infra_changes
-from megaflow.datasets.test_log import TestStatus, passed, statuses_for
 from megaflow.environment.abstract import Sandbox
 
 OUTPUT_TAIL = 20_000

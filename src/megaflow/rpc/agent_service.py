@@ -22,16 +22,10 @@ import grpc
 from megaflow.core.errors import TransportError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskResult, TaskSpec
-from megaflow.rpc.config import TlsConfig
+from megaflow.rpc.client import GrpcClient
 from megaflow.rpc.gen import agent_pb2 as pb
 from megaflow.rpc.gen import agent_pb2_grpc
-from megaflow.rpc.server import (
-    DEFAULT_KEEPALIVE_S,
-    DEFAULT_MAX_MESSAGE,
-    call_metadata,
-    open_channel,
-)
-from megaflow.rpc.status import error_from, streams_errors
+from megaflow.rpc.status import streams_errors
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 
 Ctx = Any  # grpc.aio.ServicerContext; grpc ships no type information
@@ -79,47 +73,24 @@ class AgentServicer:
                     await attempt
 
 
-class GrpcTaskExecutor(TaskExecutor):
+class GrpcTaskExecutor(GrpcClient, TaskExecutor):
     """Runs attempts in a remote Agent service."""
 
-    def __init__(
-        self,
-        target: str,
-        token: str,
-        tls: TlsConfig | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE,
-        keepalive_s: float = DEFAULT_KEEPALIVE_S,
-    ) -> None:
-        self.target = target
-        self.tls = tls
-        self.max_message_bytes = max_message_bytes
-        self.keepalive_s = keepalive_s
-        self._md = call_metadata(token)
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+    service = "agent service"
 
-    async def start(self) -> None:
-        if self._channel is None:
-            self._channel = open_channel(
-                self.target, self.tls, self.max_message_bytes, self.keepalive_s
-            )
-            self._stub = agent_pb2_grpc.AgentStub(self._channel)  # type: ignore[no-untyped-call]
-
-    async def stop(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+    def new_stub(self, channel: grpc.aio.Channel) -> Any:
+        return agent_pb2_grpc.AgentStub(channel)  # type: ignore[no-untyped-call]
 
     async def run(self, ctx: TaskContext) -> TaskResult:
-        await self.start()
+        stub = await self.stub()
         req = pb.RunTaskRequest(
             task_json=ctx.spec.model_dump_json(),
             attempt=ctx.attempt,
             instance=ctx.instance,
             region=ctx.region,
         )
-        call = self._stub.RunTask(req, metadata=self._md)
-        what = f"agent service {self.target} RunTask {ctx.spec.id}"
+        call = stub.RunTask(req, metadata=self._md)
+        what = f"RunTask {ctx.spec.id}"
         try:
             while (msg := await call.read()) is not grpc.aio.EOF:
                 if msg.WhichOneof("event") == "stage":
@@ -127,8 +98,8 @@ class GrpcTaskExecutor(TaskExecutor):
                 else:
                     return TaskResult.model_validate_json(msg.result_json)
         except grpc.aio.AioRpcError as err:
-            raise error_from(err, what) from None
+            raise self.error(err, what) from None
         except asyncio.CancelledError:
             call.cancel()
             raise
-        raise TransportError(f"{what}: the stream ended without a result")
+        raise TransportError(f"{self.describe(what)}: the stream ended without a result")

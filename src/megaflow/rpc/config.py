@@ -35,6 +35,8 @@ from megaflow.storage.config import StorageConfig
 RESERVED_PORTS = range(10002, 20000)
 SERVICES = ("scheduler", "environment", "agent", "model")
 Service = Literal["scheduler", "environment", "agent", "model"]
+SERVABLE: tuple[Service, ...] = ("environment", "model", "agent", "scheduler")
+"""Every service, in the order a cluster starts them (each before what calls it)."""
 
 
 class _Cfg(BaseModel):

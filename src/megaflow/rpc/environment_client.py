@@ -14,8 +14,8 @@ Errors come back as the MegaFlow error the server raised (``NotFound``,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 
@@ -30,19 +30,13 @@ from megaflow.environment.abstract import (
     SandboxStats,
 )
 from megaflow.rpc import environment_codec as codec
+from megaflow.rpc.client import GrpcClient
 from megaflow.rpc.config import TlsConfig
 from megaflow.rpc.environment_server import DEFAULT_CHUNK, chunks
 from megaflow.rpc.gen import common_pb2, environment_pb2_grpc
 from megaflow.rpc.gen import environment_pb2 as pb
-from megaflow.rpc.server import (
-    DEFAULT_KEEPALIVE_S,
-    DEFAULT_MAX_MESSAGE,
-    call_metadata,
-    open_channel,
-)
-from megaflow.rpc.status import error_from
+from megaflow.rpc.server import DEFAULT_KEEPALIVE_S, DEFAULT_MAX_MESSAGE
 
-T = TypeVar("T")
 OnOutput = Callable[[str, bytes], None]
 
 
@@ -148,11 +142,12 @@ class GrpcSandbox(Sandbox):
         await self._rt.destroy(self.id)
 
 
-class GrpcRuntime(Runtime):
+class GrpcRuntime(GrpcClient, Runtime):
     """Client of a remote Environment Service. ``stop`` destroys the sandboxes this
     client created and closes the channel; orphans are reaped by the server's runtime."""
 
     name = "grpc"
+    service = "environment service"
 
     def __init__(
         self,
@@ -163,22 +158,12 @@ class GrpcRuntime(Runtime):
         keepalive_s: float = DEFAULT_KEEPALIVE_S,
         chunk_size: int = DEFAULT_CHUNK,
     ) -> None:
-        self.target = target
-        self.tls = tls
-        self.max_message_bytes = max_message_bytes
-        self.keepalive_s = keepalive_s
+        super().__init__(target, token, tls, max_message_bytes, keepalive_s)
         self.chunk_size = min(chunk_size, max_message_bytes // 2)
-        self._md = call_metadata(token)
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
         self._created: set[str] = set()
 
-    async def start(self) -> None:
-        if self._channel is None:
-            self._channel = open_channel(
-                self.target, self.tls, self.max_message_bytes, self.keepalive_s
-            )
-            self._stub = environment_pb2_grpc.EnvironmentStub(self._channel)  # type: ignore[no-untyped-call]
+    def new_stub(self, channel: grpc.aio.Channel) -> Any:
+        return environment_pb2_grpc.EnvironmentStub(channel)  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:
         if self._channel is None:
@@ -187,16 +172,7 @@ class GrpcRuntime(Runtime):
             for sandbox_id in list(self._created):
                 await self.destroy(sandbox_id)
         finally:
-            await self._channel.close()
-            self._channel = None
-
-    async def call(self, what: str, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
-        """Run ``fn(stub, metadata)``; gRPC errors become MegaFlow errors."""
-        await self.start()
-        try:
-            return await fn(self._stub, self._md)
-        except grpc.aio.AioRpcError as err:
-            raise error_from(err, f"environment service {self.target} {what}") from None
+            await super().stop()
 
     async def create(self, spec: EnvironmentSpec, owner: str | None = None) -> GrpcSandbox:
         req = pb.CreateSandboxRequest(spec=codec.spec_to_pb(spec), owner=owner)

@@ -9,9 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import grpc
 
@@ -19,20 +18,12 @@ from megaflow.core.errors import TransportError
 from megaflow.core.events import Event, parse_event
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskSpec
-from megaflow.rpc.config import TlsConfig
-from megaflow.rpc.control import ControlPlane, EventStream, RunStatus
+from megaflow.rpc.client import GrpcClient
 from megaflow.rpc.gen import scheduler_pb2 as pb
 from megaflow.rpc.gen import scheduler_pb2_grpc
 from megaflow.rpc.scheduler_server import SUBSCRIBED
-from megaflow.rpc.server import (
-    DEFAULT_KEEPALIVE_S,
-    DEFAULT_MAX_MESSAGE,
-    call_metadata,
-    open_channel,
-)
 from megaflow.rpc.status import error_from
-
-T = TypeVar("T")
+from megaflow.scheduler.control import ControlPlane, EventStream, RunStatus
 
 
 def status_from_pb(msg: pb.RunStatus) -> RunStatus:
@@ -63,56 +54,17 @@ class _GrpcStream(EventStream):
         self._call.cancel()
 
 
-class GrpcControlPlane(ControlPlane):
-    def __init__(
-        self,
-        target: str,
-        token: str,
-        tls: TlsConfig | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE,
-        keepalive_s: float = DEFAULT_KEEPALIVE_S,
-    ) -> None:
-        self.target = target
-        self.tls = tls
-        self.max_message_bytes = max_message_bytes
-        self.keepalive_s = keepalive_s
-        self._md = call_metadata(token)
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+class GrpcControlPlane(GrpcClient, ControlPlane):
+    service = "scheduler service"
 
-    async def start(self) -> None:
-        if self._channel is None:
-            self._channel = open_channel(
-                self.target, self.tls, self.max_message_bytes, self.keepalive_s
-            )
-            self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
-
-    async def stop(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    async def _call(self, what: str, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
-        await self.start()
-        try:
-            return await fn(self._stub, self._md)
-        except grpc.aio.AioRpcError as err:
-            raise error_from(err, f"scheduler service {self.target} {what}") from None
+    def new_stub(self, channel: grpc.aio.Channel) -> Any:
+        return scheduler_pb2_grpc.SchedulerStub(channel)  # type: ignore[no-untyped-call]
 
     async def submit_run(self, run: RunSpec, tasks: list[TaskSpec]) -> int:
         """Submit in batches under the message size limit; each batch is atomic."""
         first, *rest = self._batches(tasks)
         req = pb.SubmitRunRequest(run_json=run.model_dump_json(), task_json=first)
-        reply = await self._call("SubmitRun", lambda s, md: s.SubmitRun(req, metadata=md))
+        reply = await self.call("SubmitRun", lambda s, md: s.SubmitRun(req, metadata=md))
         return int(reply.accepted) + await self._submit_batches(run.id, rest)
 
     async def submit_tasks(self, run_id: str, tasks: list[TaskSpec]) -> int:
@@ -141,42 +93,41 @@ class GrpcControlPlane(ControlPlane):
         return accepted
 
     async def _submit_batch(self, req: pb.SubmitTasksRequest) -> int:
-        reply = await self._call("SubmitTasks", lambda s, md: s.SubmitTasks(req, metadata=md))
+        reply = await self.call("SubmitTasks", lambda s, md: s.SubmitTasks(req, metadata=md))
         return int(reply.accepted)
 
     async def cancel(self, run_id: str, task_id: str | None = None) -> int:
         req = pb.CancelRequest(run_id=run_id, task_id=task_id)
-        reply = await self._call("Cancel", lambda s, md: s.Cancel(req, metadata=md))
+        reply = await self.call("Cancel", lambda s, md: s.Cancel(req, metadata=md))
         return int(reply.cancelled)
 
     async def get_run(self, run_id: str) -> RunStatus:
         ref = pb.RunRef(run_id=run_id)
-        return status_from_pb(await self._call("GetRun", lambda s, md: s.GetRun(ref, metadata=md)))
+        return status_from_pb(await self.call("GetRun", lambda s, md: s.GetRun(ref, metadata=md)))
 
     async def list_runs(self) -> list[RunStatus]:
         req = pb.ListRunsRequest()
-        reply = await self._call("ListRuns", lambda s, md: s.ListRuns(req, metadata=md))
+        reply = await self.call("ListRuns", lambda s, md: s.ListRuns(req, metadata=md))
         return [status_from_pb(r) for r in reply.runs]
 
     async def wait(self, run_id: str) -> RunStatus:
         ref = pb.RunRef(run_id=run_id)
-        reply = await self._call("WaitRun", lambda s, md: s.WaitRun(ref, metadata=md))
+        reply = await self.call("WaitRun", lambda s, md: s.WaitRun(ref, metadata=md))
         return status_from_pb(reply)
 
     async def list_tasks(
         self, run_id: str, states: Iterable[TaskState] | None = None
     ) -> list[TaskRecord]:
         req = pb.ListTasksRequest(run_id=run_id, states=[s.value for s in states or ()])
-        reply = await self._call("ListTasks", lambda s, md: s.ListTasks(req, metadata=md))
+        reply = await self.call("ListTasks", lambda s, md: s.ListTasks(req, metadata=md))
         return [TaskRecord.model_validate_json(t) for t in reply.task_json]
 
     async def watch(
         self, run_id: str | None = None, kinds: Iterable[str] | None = None
     ) -> EventStream:
-        await self.start()
-        what = f"scheduler service {self.target} WatchEvents"
+        what = self.describe("WatchEvents")
         req = pb.WatchRequest(run_id=run_id or "", kinds=list(kinds or ()))
-        call = self._stub.WatchEvents(req, metadata=self._md)
+        call = (await self.stub()).WatchEvents(req, metadata=self._md)
         try:
             first = await call.read()
         except grpc.aio.AioRpcError as err:

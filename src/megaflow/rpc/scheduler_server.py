@@ -15,10 +15,10 @@ import grpc
 from megaflow.core.errors import InvalidInput
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
-from megaflow.rpc.control import ControlPlane, RunStatus
 from megaflow.rpc.gen import scheduler_pb2 as pb
 from megaflow.rpc.gen import scheduler_pb2_grpc
 from megaflow.rpc.status import handles_errors, streams_errors
+from megaflow.scheduler.control import ControlPlane, RunStatus
 
 SUBSCRIBED = "subscribed"
 Ctx = Any  # grpc.aio.ServicerContext; grpc ships no type information

@@ -30,7 +30,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from megaflow.datasets.test_log import parse_pytest_report, passed
+from megaflow.datasets.pytest_report import parse_pytest_report, passed
 
 HERE = Path(__file__).resolve().parent
 SET_DIR = HERE.parent
