@@ -8,53 +8,21 @@ limit; a subscriber that must never slow publishers down can ask for
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterable
-from typing import Literal
+from collections.abc import Iterable
 
 from megaflow.core.events import Event
-from megaflow.storage.abstract import EventBus, Subscription
+from megaflow.storage.abstract import EventBus
+from megaflow.storage.subscription import BufferedSubscription, Overflow
 
-Overflow = Literal["block", "drop_oldest"]
 
-
-class MemorySubscription(Subscription):
+class MemorySubscription(BufferedSubscription):
     def __init__(
         self, bus: MemoryEventBus, kinds: frozenset[str] | None, maxsize: int, overflow: Overflow
     ) -> None:
         if maxsize < 1:
             raise ValueError(f"subscription maxsize must be at least 1, got {maxsize}")
+        super().__init__(kinds, maxsize, overflow)
         self._bus = bus
-        self.kinds = kinds
-        self.overflow = overflow
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
-        self.dropped = 0
-        self.closed = False
-
-    def wants(self, event: Event) -> bool:
-        return self.kinds is None or event.kind in self.kinds
-
-    async def deliver(self, event: Event) -> None:
-        if self.overflow == "block":
-            await self.queue.put(event)
-            return
-        while self.queue.full():
-            self.queue.get_nowait()
-            self.dropped += 1
-        self.queue.put_nowait(event)
-
-    async def get(self, timeout: float | None = None) -> Event:
-        if timeout is None:
-            return await self.queue.get()
-        return await asyncio.wait_for(self.queue.get(), timeout)
-
-    async def __anext__(self) -> Event:
-        if self.closed and self.queue.empty():
-            raise StopAsyncIteration
-        return await self.queue.get()
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self
 
     async def close(self) -> None:
         self.closed = True

@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any
 
 from megaflow.core.events import Event, parse_event
 from megaflow.storage import redis_client
-from megaflow.storage.abstract import EventBus, Subscription
+from megaflow.storage.abstract import EventBus
+from megaflow.storage.subscription import BufferedSubscription, Overflow
 
-Overflow = Literal["block", "drop_oldest"]
 _log = logging.getLogger(__name__)
 _RETRY_S = 0.5
 
@@ -41,7 +41,7 @@ def _entries(resp: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
     return [e for _stream, entries in resp for e in entries]
 
 
-class RedisSubscription(Subscription):
+class RedisSubscription(BufferedSubscription):
     def __init__(
         self,
         bus: RedisEventBus,
@@ -50,31 +50,15 @@ class RedisSubscription(Subscription):
         maxsize: int,
         overflow: Overflow,
     ) -> None:
+        super().__init__(kinds, maxsize, overflow)
         self._bus = bus
         self.group = group
-        self.kinds = kinds
-        self.overflow = overflow
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
-        self.dropped = 0
-        self.closed = False
         self._reader: asyncio.Task[None] | None = None
         self._buffered: set[bytes] = set()  # ids in the buffer, not yet acknowledged
         self._recover = False
 
-    def wants(self, event: Event) -> bool:
-        return self.kinds is None or event.kind in self.kinds
-
     def _room(self) -> int:
         return self.queue.maxsize - self.queue.qsize()
-
-    async def _deliver(self, event: Event, *, wait: bool) -> None:
-        if self.overflow == "block" and wait:
-            await self.queue.put(event)
-            return
-        while self.queue.full():
-            self.queue.get_nowait()
-            self.dropped += 1
-        self.queue.put_nowait(event)
 
     async def _read(self, block_ms: int | None, count: int, *, wait: bool = True) -> int:
         """One XREADGROUP; returns how many entries it read.
@@ -97,7 +81,7 @@ class RedisSubscription(Subscription):
                 continue
             event = parse_event(fields[b"e"])
             if self.wants(event):
-                await self._deliver(event, wait=wait)
+                await self.deliver(event, wait=wait)
             self._buffered.add(entry_id)
         if self._recover and not ids:
             self._recover = False
@@ -109,7 +93,7 @@ class RedisSubscription(Subscription):
     async def _run(self) -> None:
         while not self.closed:
             try:
-                # With a full buffer, read one entry and wait in _deliver:
+                # With a full buffer, read one entry and wait in deliver:
                 # the rest of the backlog stays in Redis.
                 count = max(1, self._room()) if self.overflow == "block" else self.queue.maxsize
                 await self._read(self._bus.block_ms, count)
@@ -127,19 +111,6 @@ class RedisSubscription(Subscription):
 
     def start(self) -> None:
         self._reader = asyncio.create_task(self._run(), name=f"megaflow-events-{self.group}")
-
-    async def get(self, timeout: float | None = None) -> Event:
-        if timeout is None:
-            return await self.queue.get()
-        return await asyncio.wait_for(self.queue.get(), timeout)
-
-    async def __anext__(self) -> Event:
-        if self.closed and self.queue.empty():
-            raise StopAsyncIteration
-        return await self.queue.get()
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self
 
     async def close(self) -> None:
         """Stop receiving. Events published before ``close`` that fit in the
