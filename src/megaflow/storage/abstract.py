@@ -18,6 +18,7 @@ import abc
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from megaflow.core.errors import AlreadyExists
 from megaflow.core.events import Event
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
@@ -32,6 +33,16 @@ class Transition:
     dst: TaskState
     expect: TaskState | None = None
     error: str | None = None
+
+
+def submission_ids(tasks: Sequence[TaskSpec]) -> list[str]:
+    """The task ids of one ``add_tasks`` submission, in order; raises
+    ``AlreadyExists`` when an id appears twice in it."""
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise AlreadyExists(f"task id {dup!r} appears twice in one submission")
+    return ids
 
 
 class MetadataStore(Lifecycle, abc.ABC):

@@ -40,7 +40,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
-from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
 from megaflow.storage.transition_plan import plan_transitions
 
 SCHEMA_VERSION = 1
@@ -189,10 +189,7 @@ class MongoMetadataStore(MetadataStore):
     async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
         if not tasks:
             return []
-        ids = [t.id for t in tasks]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise AlreadyExists(f"task id {dup!r} appears twice in one submission")
+        ids = submission_ids(tasks)
         return await self._atomic(lambda s: self._add_tasks(tasks, ids, s))
 
     async def _add_tasks(

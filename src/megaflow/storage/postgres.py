@@ -28,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from megaflow.core.errors import AlreadyExists, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
-from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
 from megaflow.storage.postgres_schema import current_version, migrate
 from megaflow.storage.transition_plan import plan_transitions
 
@@ -151,10 +151,7 @@ class PostgresMetadataStore(MetadataStore):
     async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
         if not tasks:
             return []
-        ids = [t.id for t in tasks]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise AlreadyExists(f"task id {dup!r} appears twice in one submission")
+        ids = submission_ids(tasks)
         now = time.time()
         try:
             async with self._conn() as conn, conn.transaction():

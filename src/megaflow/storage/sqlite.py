@@ -20,7 +20,7 @@ from pathlib import Path
 from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, StorageError
 from megaflow.core.states import TaskState, check_transition
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
-from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
 from megaflow.storage.private import private_file, tighten
 from megaflow.storage.sqlite_schema import migrate
 
@@ -107,10 +107,7 @@ class SqliteMetadataStore(MetadataStore):
     async def add_tasks(self, tasks: Sequence[TaskSpec]) -> list[TaskRecord]:
         if not tasks:
             return []
-        ids = [t.id for t in tasks]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise AlreadyExists(f"task id {dup!r} appears twice in one submission")
+        ids = submission_ids(tasks)
         now = time.time()
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
