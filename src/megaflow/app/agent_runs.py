@@ -1,5 +1,6 @@
 """The app's task path for a cluster: what ``executor: app`` runs in the Agent service,
-and how ``megaflow submit`` turns a run config into runs.
+built from each run's stored config (``megaflow submit`` turns a run config into
+runs with :func:`megaflow.app.assembly.runs_of`).
 
 :class:`ClusterAgentExecutor` runs each attempt exactly as the embedded job
 does (the app's :class:`AgentExecutor`: sandbox, agent loop, grading,
@@ -12,20 +13,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from megaflow.agent.factory import make_agent
-from megaflow.app.assembly import task_specs
-from megaflow.app.attempt import AgentExecutor, Arm
-from megaflow.app.job import CONTROL_SUFFIX, base_spec, new_run_id
+from megaflow.app.assembly import Arm, arm_for, base_spec, is_control
+from megaflow.app.attempt import AgentExecutor
 from megaflow.config.loader import parse_config
-from megaflow.config.models import RunConfig
-from megaflow.core.tasks import RunSpec, TaskResult, TaskSpec
+from megaflow.core.tasks import TaskResult
 from megaflow.environment.abstract import Runtime
 from megaflow.environment.pool import SandboxPool
-from megaflow.model.factory import make_model_client
 from megaflow.monitoring.run import JobMetrics
 from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.environment_client import GrpcRuntime
@@ -80,12 +76,7 @@ class ClusterAgentExecutor(TaskExecutor):
                 return self._runs[run_id]
             run = await self.stores.metadata.get_run(run_id)
             cfg = parse_config(run.config, f"run {run_id}")
-            control = run.labels.get("arm") == "control" and cfg.control is not None
-            if control and cfg.control is not None:
-                agent = make_agent(cfg.control.agent or cfg.agent)
-                arm = Arm(agent, make_model_client(cfg.control.model), cfg.grading)
-            else:
-                arm = Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
+            arm = arm_for(cfg, control=is_control(run))
             await arm.model.start()
             pool = SandboxPool(self.runtime, cfg.environment.mode, cfg.environment.pool)
             await pool.start()
@@ -98,17 +89,3 @@ class ClusterAgentExecutor(TaskExecutor):
     async def run(self, ctx: TaskContext) -> TaskResult:
         parts = await self._parts(ctx.spec.run_id)
         return await parts.executor.run(ctx)
-
-
-def runs_of(cfg: RunConfig, config_dir: Path) -> list[tuple[RunSpec, list[TaskSpec]]]:
-    """The runs a config submits, as the embedded job does: the main one, and the
-    negative control when configured."""
-    run_id = new_run_id(cfg.name)
-    ids = [run_id] + ([run_id + CONTROL_SUFFIX] if cfg.control is not None else [])
-    config = cfg.model_dump(mode="json")
-    out = []
-    for rid in ids:
-        arm = "control" if rid.endswith(CONTROL_SUFFIX) else "main"
-        run = RunSpec(id=rid, name=cfg.name, config=config, labels={"arm": arm, "job": run_id})
-        out.append((run, task_specs(cfg, rid, config_dir)))
-    return out

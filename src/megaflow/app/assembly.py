@@ -1,14 +1,108 @@
-"""Turning a run config's task source into the scheduler's task specs."""
+"""Assembling a run from its config, once for the embedded job and the cluster.
+
+A config makes one run, or two with a negative control: :func:`run_ids`
+names them, :func:`run_specs` records them, :func:`task_specs` loads their
+tasks (one per task and sample), :func:`arm_for` builds what runs each
+(agent, model client, grading) and :func:`base_spec` the sandbox every task
+starts from. :func:`parse_task` reads a task's payload once into a
+:class:`Task`, which the attempt and the summary use.
+"""
 
 from __future__ import annotations
 
+import secrets
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from megaflow.agent.abstract import Agent
+from megaflow.agent.factory import make_agent
 from megaflow.config.models import InlineTasksConfig, RunConfig, SwebenchTasksConfig
 from megaflow.core.errors import ConfigError
-from megaflow.core.tasks import TaskSpec, Timeouts
+from megaflow.core.tasks import RunSpec, TaskSpec, Timeouts
+from megaflow.datasets.config import GradingConfig
+from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
-from megaflow.datasets.task_specs import to_task_specs
+from megaflow.datasets.task_specs import instance_of, task_id, to_task_specs
+from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
+from megaflow.model.abstract import ModelClient
+from megaflow.model.factory import make_model_client
+
+CONTROL_SUFFIX = "-control"
+_SANDBOX_MARGIN_S = 600.0  # a sandbox outlives its task's deadline by this much
+
+
+@dataclass
+class Arm:
+    """What runs the tasks of one run: its agent, its model client, how it is graded."""
+
+    agent: Agent
+    model: ModelClient
+    grading: GradingConfig = field(default_factory=GradingConfig)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task with its payload read: the SWE-bench instance it carries, if any."""
+
+    spec: TaskSpec
+    instance: SWEInstance | None
+
+    @property
+    def group(self) -> str:
+        """What the samples of one task share: the instance id, else the id less its sample."""
+        if self.instance is not None:
+            return self.instance.instance_id
+        return self.spec.id.rsplit("/", 1)[0]
+
+
+def parse_task(spec: TaskSpec) -> Task:
+    return Task(spec, instance_of(spec) if "instance_id" in spec.payload else None)
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def run_ids(cfg: RunConfig, run_id: str) -> list[str]:
+    """The run, and its control arm when the config has one."""
+    return [run_id] + ([run_id + CONTROL_SUFFIX] if cfg.control is not None else [])
+
+
+def is_control(run: RunSpec) -> bool:
+    return run.labels.get("arm") == "control"
+
+
+def run_specs(cfg: RunConfig, run_id: str) -> list[RunSpec]:
+    """What is recorded of each run of the job ``run_id``: the config, the arm, the job."""
+    config = cfg.model_dump(mode="json")
+    return [
+        RunSpec(
+            id=rid,
+            name=cfg.name,
+            config=config,
+            labels={"arm": "control" if rid.endswith(CONTROL_SUFFIX) else "main", "job": run_id},
+        )
+        for rid in run_ids(cfg, run_id)
+    ]
+
+
+def arm_for(cfg: RunConfig, control: bool = False) -> Arm:
+    """The main arm, or the control arm (its own model, and agent if it names one)."""
+    if control and cfg.control is not None:
+        agent = make_agent(cfg.control.agent or cfg.agent)
+        return Arm(agent, make_model_client(cfg.control.model), cfg.grading)
+    return Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
+
+
+def base_spec(cfg: RunConfig) -> EnvironmentSpec:
+    env = cfg.environment
+    return EnvironmentSpec(
+        image=env.image,
+        network=env.network,
+        resources=SandboxResources(cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids),
+        ttl_s=cfg.deadline_s + _SANDBOX_MARGIN_S,
+    )
 
 
 def _resolve(path: str, config_dir: Path | None) -> Path:
@@ -57,7 +151,7 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
     assert isinstance(src, InlineTasksConfig)
     return [
         TaskSpec(
-            id=f"{run_id}/{t.id}/{n}",
+            id=task_id(run_id, t.id, n),
             run_id=run_id,
             type=cfg.task_type,
             sample=n,
@@ -67,3 +161,12 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
         for t in src.tasks
         for n in range(cfg.samples)
     ]
+
+
+def runs_of(
+    cfg: RunConfig, config_dir: Path | None, run_id: str | None = None
+) -> list[tuple[RunSpec, list[TaskSpec]]]:
+    """Each run of the job (the main one, and the negative control when configured)
+    with its tasks, ready to submit."""
+    job = run_id or new_run_id(cfg.name)
+    return [(run, task_specs(cfg, run.id, config_dir)) for run in run_specs(cfg, job)]

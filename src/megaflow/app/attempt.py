@@ -22,34 +22,22 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
-from megaflow.agent.abstract import Agent, error_kind, new_trajectory
+from megaflow.agent.abstract import error_kind, new_trajectory
+from megaflow.app.assembly import Arm, parse_task
 from megaflow.core.errors import AgentError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskResult, TaskSpec
 from megaflow.core.trajectory import Trajectory
 from megaflow.datasets.candidate import Candidate, extract_patch
-from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.prepare import environment_spec, prepare_sandbox
-from megaflow.datasets.task_specs import instance_of
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.environment.pool import SandboxPool
-from megaflow.model.abstract import ModelClient
 from megaflow.monitoring.run import JobMetrics
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.storage.abstract import ArtifactStore
-
-
-@dataclass
-class Arm:
-    """What runs the tasks of one run: its agent, its model client, how it is graded."""
-
-    agent: Agent
-    model: ModelClient
-    grading: GradingConfig = field(default_factory=GradingConfig)
 
 
 def artifact_prefix(task: TaskSpec, attempt: int) -> str:
@@ -80,7 +68,7 @@ class AgentExecutor(TaskExecutor):
     async def run(self, ctx: TaskContext) -> TaskResult:
         task = ctx.spec
         arm = self._arm(task)
-        instance = instance_of(task) if "instance_id" in task.payload else None
+        instance = parse_task(task).instance
         spec = environment_spec(instance, self.base_spec) if instance else self.base_spec
         try:
             ctx.stage(TaskState.STARTING)

@@ -14,7 +14,6 @@ with the run and finishes it after a crash.
 
 from __future__ import annotations
 
-import secrets
 import time
 from pathlib import Path
 from types import TracebackType
@@ -22,39 +21,29 @@ from typing import Any, Self
 
 from prometheus_client import CollectorRegistry
 
-from megaflow.agent.factory import make_agent
-from megaflow.app.assembly import task_specs
-from megaflow.app.attempt import AgentExecutor, Arm
+from megaflow.app.assembly import (
+    Arm,
+    arm_for,
+    base_spec,
+    is_control,
+    new_run_id,
+    run_ids,
+    run_specs,
+    task_specs,
+)
+from megaflow.app.attempt import AgentExecutor
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
-from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxResources
+from megaflow.environment.abstract import Runtime
 from megaflow.environment.factory import make_runtime
 from megaflow.environment.pool import SandboxPool
-from megaflow.model.factory import make_model_client
 from megaflow.monitoring.environment import EnvironmentMetrics
 from megaflow.monitoring.run import JobMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.factory import Stores
-
-CONTROL_SUFFIX = "-control"
-_SANDBOX_MARGIN_S = 600.0  # a sandbox outlives its task's deadline by this much
-
-
-def new_run_id(name: str) -> str:
-    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-
-
-def base_spec(cfg: RunConfig) -> EnvironmentSpec:
-    env = cfg.environment
-    return EnvironmentSpec(
-        image=env.image,
-        network=env.network,
-        resources=SandboxResources(cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids),
-        ttl_s=cfg.deadline_s + _SANDBOX_MARGIN_S,
-    )
 
 
 class Job:
@@ -81,10 +70,7 @@ class Job:
 
     @property
     def run_ids(self) -> list[str]:
-        ids = [self.run_id]
-        if self.cfg.control is not None:
-            ids.append(self.run_id + CONTROL_SUFFIX)
-        return ids
+        return run_ids(self.cfg, self.run_id)
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -102,13 +88,8 @@ class Job:
             )
             await self.pool.start()
             self._started.append(self.pool)
-            main = Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
-            self.arms[self.run_id] = main
-            if cfg.control is not None:
-                agent = make_agent(cfg.control.agent or cfg.agent)
-                self.arms[self.run_id + CONTROL_SUFFIX] = Arm(
-                    agent, make_model_client(cfg.control.model), cfg.grading
-                )
+            for run in run_specs(cfg, self.run_id):
+                self.arms[run.id] = arm_for(cfg, control=is_control(run))
             for arm in self.arms.values():
                 await arm.model.start()
                 self._started.append(arm.model)
@@ -165,15 +146,9 @@ class Job:
     async def submit(self) -> list[RunSpec]:
         """Record and queue the run (and its control arm)."""
         planned = self.plan()
-        config = self.cfg.model_dump(mode="json")
-        runs = []
-        for rid in self.run_ids:
-            arm = "control" if rid.endswith(CONTROL_SUFFIX) else "main"
-            run = RunSpec(
-                id=rid, name=self.cfg.name, config=config, labels={"arm": arm, "job": self.run_id}
-            )
-            await self.sched.submit(run, planned[rid])
-            runs.append(run)
+        runs = run_specs(self.cfg, self.run_id)
+        for run in runs:
+            await self.sched.submit(run, planned[run.id])
         return runs
 
     async def resume(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
+from megaflow.app.assembly import parse_task
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskRecord, TaskResult
@@ -54,15 +55,10 @@ class JobSummary:
         return complete and all(ok for _, ok, _ in self.checks)
 
 
-def _group(rec: TaskRecord) -> str:
-    inst = rec.spec.payload.get("instance_id")
-    return str(inst) if inst else rec.id.rsplit("/", 1)[0]
-
-
 def _outcome(rec: TaskRecord, res: TaskResult | None) -> SampleOutcome:
     m = res.metrics if res else {}
     return SampleOutcome(
-        task_id=_group(rec),
+        task_id=parse_task(rec.spec).group,
         success=bool(res and res.success),
         reward=res.reward if res else 0.0,
         steps=int(m.get("steps", 0)),

@@ -150,7 +150,7 @@ def submit(
     cluster_config: Path | None = typer.Option(None, "--cluster-config", help="For its token."),
 ) -> None:
     """Submit the run described by CONFIG to a running cluster."""
-    from megaflow.app.agent_runs import runs_of
+    from megaflow.app.assembly import runs_of
     from megaflow.config.loader import load_config
     from megaflow.rpc.scheduler_client import GrpcControlPlane
 
