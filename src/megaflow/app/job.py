@@ -43,6 +43,7 @@ from megaflow.monitoring.environment import EnvironmentMetrics
 from megaflow.monitoring.run import JobMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.service import Scheduler
+from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.factory import Stores
 
 
@@ -163,7 +164,7 @@ class Job:
             await self.sched.cancel(rid)
 
 
-async def stored_config(stores: Stores, run_id: str) -> RunConfig:
+async def stored_config(metadata: MetadataStore, run_id: str) -> RunConfig:
     """The config a run was submitted with (for ``--resume``)."""
-    run = await stores.metadata.get_run(run_id)
+    run = await metadata.get_run(run_id)
     return parse_config(run.config, f"run {run_id}")

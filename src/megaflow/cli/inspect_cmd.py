@@ -1,4 +1,5 @@
-"""``megaflow status | results | export``: look at runs in the metadata store."""
+"""``megaflow status | results | export``: look at runs in the metadata store
+(``--db`` a SQLite file, or ``--config`` a run or cluster config naming any store)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from megaflow.cli.common import DbOption, console, fail, with_store
+from megaflow.cli.common import ConfigOption, DbOption, console, fail, with_store
 from megaflow.core.states import TaskState
 from megaflow.storage.abstract import MetadataStore
 
@@ -17,6 +18,7 @@ from megaflow.storage.abstract import MetadataStore
 def status(
     run_id: str | None = typer.Argument(None, help="A run id; all runs when omitted."),
     db: str = DbOption,
+    config: Path | None = ConfigOption,
     cluster: str | None = typer.Option(
         None, "--cluster", help="Ask a running cluster's scheduler (host:port) instead of --db."
     ),
@@ -32,7 +34,7 @@ def status(
         runs = [await store.get_run(run_id)] if run_id else await store.list_runs()
         return [(r.id, r.name, await store.count_by_state(r.id)) for r in runs]
 
-    rows = with_store(db, go)
+    rows = with_store(db, go, config)
     if not rows:
         console.print("no runs yet")
         return
@@ -78,9 +80,10 @@ def results(
     run_id: str = typer.Argument(..., help="A run id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     db: str = DbOption,
+    config: Path | None = ConfigOption,
 ) -> None:
     """Per-task results of a run."""
-    rows = with_store(db, lambda s: _rows(s, run_id))
+    rows = with_store(db, lambda s: _rows(s, run_id), config)
     if as_json:
         for row in rows:
             row.pop("payload")
@@ -109,11 +112,12 @@ def export(
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output file."),
     db: str = DbOption,
+    config: Path | None = ConfigOption,
 ) -> None:
     """Write a run's tasks and results to a JSONL or Parquet file."""
     if fmt not in ("jsonl", "parquet"):
         fail(f"unknown export format {fmt!r}; use jsonl or parquet")
-    rows = with_store(db, lambda s: _rows(s, run_id))
+    rows = with_store(db, lambda s: _rows(s, run_id), config)
     target = out or Path(f"{run_id.replace('/', '_')}.{fmt}")
     if fmt == "jsonl":
         with target.open("w") as f:

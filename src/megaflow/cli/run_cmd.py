@@ -13,13 +13,11 @@ from rich.table import Table
 
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
-from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError, InvalidInput, MegaFlowError
 from megaflow.core.states import ACTIVE_STATES, TaskState
-from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
-from megaflow.storage.factory import Stores
 
 _REFRESH_S = 0.25
 
@@ -134,16 +132,21 @@ def _print(job: Job, s: JobSummary) -> None:
     )
 
 
-async def _load_for_resume(run_id: str, db: str) -> RunConfig:
-    stores = Stores.from_config(StorageConfig(metadata=SqliteMetadataConfig(path=db)))
-    async with stores:
-        return await stored_config(stores, run_id)
+def _load_for_resume(run_id: str, db: str, config: Path | None) -> RunConfig:
+    """The config stored with the run, from the store ``--config`` (or ``--db``) names."""
+    return with_store(db, lambda store: stored_config(store, run_id), config, "")
 
 
 def run(
     config: Path | None = typer.Argument(None, help="A run config (YAML)."),
     resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
     db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database, for --resume."),
+    store_config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="For --resume: a run or cluster config whose storage names the metadata store.",
+    ),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."
     ),
@@ -153,9 +156,7 @@ def run(
         fail("give either a CONFIG file or --resume RUN_ID")
     try:
         if resume is not None:
-            if not Path(db).exists():
-                fail(f"no MegaFlow database at {db}; pass --db PATH")
-            cfg = asyncio.run(_load_for_resume(resume, db))
+            cfg = _load_for_resume(resume, db, store_config)
             job = Job(cfg, run_id=resume.removesuffix("-control"))
         else:
             assert config is not None

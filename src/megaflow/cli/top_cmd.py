@@ -1,6 +1,7 @@
 """``megaflow top``: a live terminal view of runs, the queue, rates and errors.
 
-Reads the metadata store, so it works beside a running job or after it.
+Reads the metadata store (``--db`` or ``--config``), so it works beside a
+running job or after it.
 Rates are the change in finished tasks between two refreshes.
 """
 
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import typer
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from megaflow.cli.common import DEFAULT_DB, console, fail
+from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.abstract import MetadataStore
 
@@ -70,30 +72,24 @@ class TopView:
 
 def top(
     db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database (SQLite file)."),
+    config: Path | None = ConfigOption,
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between refreshes."),
     runs: int = typer.Option(10, "--runs", min=1, help="Show the newest N runs."),
     once: bool = typer.Option(False, "--once", help="Print one frame and exit."),
 ) -> None:
     """A live view of runs, the queue, rates and errors (Ctrl-C to quit)."""
-    from pathlib import Path
 
-    from megaflow.storage.sqlite import SqliteMetadataStore
-
-    if not Path(db).exists():
-        fail(f"no MegaFlow database at {db}; run a job first or pass --db PATH")
-
-    async def go() -> None:
-        async with SqliteMetadataStore(db) as store:
-            view = TopView(store, runs)
-            if once:
-                console.print(await view.frame())
-                return
-            with Live(await view.frame(), console=console, refresh_per_second=4) as live:
-                while True:
-                    await asyncio.sleep(interval)
-                    live.update(await view.frame())
+    async def go(store: MetadataStore) -> None:
+        view = TopView(store, runs)
+        if once:
+            console.print(await view.frame())
+            return
+        with Live(await view.frame(), console=console, refresh_per_second=4) as live:
+            while True:
+                await asyncio.sleep(interval)
+                live.update(await view.frame())
 
     try:
-        asyncio.run(go())
+        with_store(db, go, config)
     except KeyboardInterrupt:
         pass
