@@ -21,8 +21,7 @@ from prometheus_client import CollectorRegistry
 from megaflow.core.errors import SandboxError, SandboxStartError, TransportError
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.environment.config import ContainerRuntimeConfig
-from megaflow.environment.container import ContainerRuntime
-from megaflow.environment.container_sandbox import ContainerSandbox
+from megaflow.environment.container import ContainerRuntime, ContainerSandbox
 from megaflow.environment.factory import make_runtime
 from megaflow.monitoring.environment import EnvironmentMetrics
 from tests.fixtures.podman import PodmanService

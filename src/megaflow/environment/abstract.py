@@ -9,6 +9,7 @@ response types of the service live here.
 from __future__ import annotations
 
 import abc
+import posixpath
 import time
 from types import TracebackType
 from typing import Literal, Self
@@ -88,10 +89,20 @@ class SandboxInfo(_Model):
     image: str = "host"
 
 
+def shell_argv(command: str | list[str]) -> list[str]:
+    """The argv of an exec's ``command``: a string runs through ``/bin/sh -c``."""
+    return ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+
+
 class Sandbox(abc.ABC):
     """One isolated environment. ``destroy`` is idempotent."""
 
     info: SandboxInfo
+    spec: EnvironmentSpec
+
+    def _path(self, path: str) -> str:
+        """``path`` made absolute against the spec's workdir, normalised."""
+        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
 
     @property
     def id(self) -> str:

@@ -63,9 +63,6 @@ class DummySandbox(Sandbox):
         self.commands: list[str] = []
         self.destroyed = False
 
-    def _path(self, path: str) -> str:
-        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
-
     def _alive(self) -> None:
         if self.destroyed:
             raise SandboxError(f"sandbox {self.id} is destroyed")

@@ -23,7 +23,7 @@ from docker.errors import DockerException, ImageNotFound
 from docker.utils import parse_repository_tag
 
 from megaflow.core.errors import SandboxStartError
-from megaflow.environment.container_tar import directory_tar
+from megaflow.environment.container.tar import directory_tar
 from megaflow.environment.rootfs import file_digest
 
 ROOTFS_REPO = "localhost/megaflow-rootfs"

@@ -3,7 +3,7 @@
 Works against Docker and against Podman's Docker-compatible service (``podman
 system service``), through the ``docker`` Python SDK (the ``container``
 extra). One sandbox is one container whose main process only idles; commands
-run as execs (see :mod:`megaflow.environment.container_exec` for output caps and
+run as execs (see :mod:`megaflow.environment.container.exec` for output caps and
 timeouts). Every container carries labels with its sandbox id, owner,
 deadline and the host, pid and instance of the runtime that made it, so
 ``list`` and ``reap_orphans`` work from the engine's state alone, also after a
@@ -33,10 +33,10 @@ from docker.errors import NotFound as DockerNotFound
 from megaflow.core.errors import SandboxStartError, TransportError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, Sandbox, SandboxInfo
 from megaflow.environment.config import ContainerRuntimeConfig
-from megaflow.environment.container_exec import KEEPER_SCRIPT
-from megaflow.environment.container_images import ImageResolver
-from megaflow.environment.container_sandbox import ContainerSandbox, from_labels
-from megaflow.environment.container_tar import files_tar, repo_tar
+from megaflow.environment.container.exec import KEEPER_SCRIPT
+from megaflow.environment.container.images import ImageResolver
+from megaflow.environment.container.sandbox import ContainerSandbox, from_labels
+from megaflow.environment.container.tar import files_tar, repo_tar
 from megaflow.monitoring.environment import EnvironmentMetrics
 
 DEFAULT_SOCKETS = ("/var/run/docker.sock", "/run/podman/podman.sock")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import posixpath
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,8 +19,9 @@ from megaflow.environment.abstract import (
     Sandbox,
     SandboxInfo,
     SandboxStats,
+    shell_argv,
 )
-from megaflow.environment.container_exec import (
+from megaflow.environment.container.exec import (
     EXEC_TAG,
     KILL_SCRIPT,
     RESET_SCRIPT,
@@ -31,10 +31,10 @@ from megaflow.environment.container_exec import (
     drain,
     no_timeout,
 )
-from megaflow.environment.container_tar import first_file, plain_tar, single_file_tar
+from megaflow.environment.container.tar import first_file, plain_tar, single_file_tar
 
 if TYPE_CHECKING:
-    from megaflow.environment.container import ContainerRuntime
+    from megaflow.environment.container.runtime import ContainerRuntime
 
 KILL_GRACE_S = 5.0  # after the kill exec, how long the stream may take to end
 SCRIPT_TIMEOUT_S = 120.0
@@ -88,9 +88,6 @@ class ContainerSandbox(Sandbox):
             self._runtime.metrics.moved("container", self.info.state, state)
         self.info.state = state
 
-    def _path(self, path: str) -> str:
-        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
-
     def _alive(self) -> None:
         if self._destroyed:
             raise SandboxError(f"sandbox {self.id} is destroyed")
@@ -106,7 +103,7 @@ class ContainerSandbox(Sandbox):
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
         self._alive()
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        argv = shell_argv(command)
         tag = uuid.uuid4().hex
         environment = {**(env or {}), EXEC_TAG: tag}
         workdir = self._path(cwd) if cwd else self.spec.workdir

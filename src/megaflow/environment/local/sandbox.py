@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import posixpath
 import signal
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from megaflow.environment.abstract import (
     Sandbox,
     SandboxInfo,
     SandboxStats,
+    shell_argv,
 )
 from megaflow.environment.local import userns, workspace
 from megaflow.environment.local.cgroups import SandboxCgroup
@@ -72,9 +72,6 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.id} is destroyed")
         return self.channel
 
-    def _path(self, path: str) -> str:
-        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
-
     async def exec(
         self,
         command: str | list[str],
@@ -83,7 +80,7 @@ class LocalSandbox(Sandbox):
         cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        argv = shell_argv(command)
         if not argv:
             raise SandboxError("exec needs a command")
         head = {
