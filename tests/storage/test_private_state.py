@@ -77,7 +77,7 @@ def test_private_file_and_dir_leave_existing_ones_alone(tmp_path: Path, umask: i
 
 
 def test_log_files_are_0600(tmp_path: Path, umask: int) -> None:
-    """As `megaflow up` opens each service's log (tests/rpc/test_local_cluster.py runs it)."""
+    """As `megaflow up` opens each service's log (tests/app/test_launcher.py runs it)."""
     state = tmp_path / "cluster"
     private_dir(state)
     with os.fdopen(private_file(state / "scheduler.log"), "ab") as out:
