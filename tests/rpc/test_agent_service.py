@@ -14,7 +14,7 @@ from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import generate_token
 from megaflow.rpc.server import RpcServer
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
-from megaflow.scheduler.executors import FaultExecutor, FaultPlan
+from megaflow.scheduler.synthetic import FaultExecutor, FaultPlan
 
 
 class BuggyExecutor(FaultExecutor):
