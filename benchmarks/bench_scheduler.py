@@ -32,8 +32,8 @@ from megaflow.core.tasks import Resources, RunSpec, TaskSpec
 from megaflow.scheduler.abstract import InstanceSpec
 from megaflow.scheduler.config import PriorityPolicyConfig, SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
-from megaflow.scheduler.executors import NoopExecutor
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import NoopExecutor
 from megaflow.sim.report import markdown_table
 from megaflow.sim.studies import compare, queue_layout_study, scaling_study, scaling_trace
 from megaflow.storage.factory import Stores

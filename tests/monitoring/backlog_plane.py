@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.config import SchedulerConfig
-from megaflow.scheduler.executors import SleepExecutor
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import SleepExecutor
 from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
 from megaflow.storage.factory import Stores
 

@@ -19,7 +19,7 @@ import pytest
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.scheduler import Scheduler, SchedulerConfig
-from megaflow.scheduler.executors import SleepExecutor
+from megaflow.scheduler.synthetic import SleepExecutor
 from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import Stores
 from tests.fixtures.servers import free_port, start_redis, stop

@@ -9,8 +9,8 @@ from megaflow.core.states import TaskState
 from megaflow.scheduler.abstract import FleetProvider, InstanceSpec
 from megaflow.scheduler.autoscale import StaticFleet, ThresholdAutoscaler, local_instance
 from megaflow.scheduler.config import AutoscaleConfig, SchedulerConfig
-from megaflow.scheduler.executors import SleepExecutor
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import SleepExecutor
 from tests.scheduler.helpers import make_stores, run, task, until
 
 

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from megaflow.core.events import CapacityFreed
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.config import RetryConfig, SchedulerConfig
-from megaflow.scheduler.executors import FaultExecutor, FaultPlan
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import FaultExecutor, FaultPlan
 from tests.scheduler.helpers import make_stores, run, task, until
 
 

@@ -9,8 +9,8 @@ import pytest
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.scheduler.config import SchedulerConfig
-from megaflow.scheduler.executors import NoopExecutor
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import NoopExecutor
 from megaflow.storage.config import (
     RedisEventsConfig,
     RedisQueueConfig,

@@ -14,8 +14,8 @@ from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, TaskResult, Timeouts
 from megaflow.scheduler.abstract import InstanceSpec, TaskExecutor
 from megaflow.scheduler.config import PriorityPolicyConfig, RetryConfig, SchedulerConfig
-from megaflow.scheduler.executors import FaultExecutor, FaultPlan, NoopExecutor, SleepExecutor
 from megaflow.scheduler.service import Scheduler
+from megaflow.scheduler.synthetic import FaultExecutor, FaultPlan, NoopExecutor, SleepExecutor
 from megaflow.storage.factory import Stores
 from tests.scheduler.helpers import make_stores, run, task, until
 

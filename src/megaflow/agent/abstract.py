@@ -23,15 +23,8 @@ import time
 import uuid
 from typing import Any, Literal
 
-from megaflow.core.errors import (
-    AgentError,
-    Cancelled,
-    InfraError,
-    InstanceLost,
-    MegaFlowError,
-    MegaFlowTimeout,
-)
-from megaflow.core.tasks import ErrorKind, TaskSpec
+from megaflow.core.errors import AgentError, MegaFlowError
+from megaflow.core.tasks import ErrorKind, Outcome, TaskSpec, classify
 from megaflow.core.trajectory import Trajectory
 from megaflow.environment.abstract import Sandbox
 from megaflow.model.abstract import ModelClient
@@ -42,16 +35,12 @@ ExitStatus = Literal["submitted", "step_limit", "token_limit", "time_limit", "er
 
 
 def error_kind(exc: BaseException) -> ErrorKind:
-    """How the scheduler should treat a failure: only ``infra`` is retried."""
-    if isinstance(exc, InstanceLost):
+    """How the scheduler treats a failure (classified by :func:`~megaflow.core.tasks.classify`,
+    as the scheduler does): only ``infra`` is retried."""
+    outcome = classify(exc)
+    if outcome is Outcome.LOST:
         return ErrorKind.INFRA_LOST
-    if isinstance(exc, InfraError):
-        return ErrorKind.INFRA
-    if isinstance(exc, Cancelled | asyncio.CancelledError):
-        return ErrorKind.CANCELLED
-    if isinstance(exc, MegaFlowTimeout):
-        return ErrorKind.TIMEOUT
-    return ErrorKind.AGENT
+    return outcome.error_kind or ErrorKind.AGENT
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -8,6 +8,7 @@ malformed task fails loudly at the edge instead of deep inside a run.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from enum import StrEnum
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from megaflow.core.errors import AgentError, Cancelled, InfraError, InstanceLost, ModelError
 from megaflow.core.states import TaskState
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$")
@@ -54,6 +56,61 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
     INFRA_LOST = "infra_lost"
     """An attempt lost with its control plane or instance (recorded on resume)."""
+
+
+class Outcome(StrEnum):
+    """How one attempt of a task ended, as the scheduler acts on it."""
+
+    OK = "ok"
+    INFRA = "infra"
+    """An infrastructure failure: retried with backoff up to ``max_attempts``."""
+    LOST = "lost"
+    """The attempt's instance was lost: retried like ``INFRA``."""
+    AGENT = "agent"
+    """The agent or its model failed: final."""
+    TIMEOUT = "timeout"
+    CANCEL = "cancel"
+    PREEMPT = "preempt"
+    """Preempted for a more urgent task: queued again, not a failed attempt."""
+    ERROR = "error"
+    """The executor raised something MegaFlow does not classify: final."""
+
+    @property
+    def retried(self) -> bool:
+        return self in (Outcome.INFRA, Outcome.LOST)
+
+    @property
+    def error_kind(self) -> ErrorKind | None:
+        """The kind recorded with the attempt; ``None`` for no error or an unknown one."""
+        return _KIND_OF.get(self)
+
+
+_KIND_OF = {
+    Outcome.INFRA: ErrorKind.INFRA,
+    Outcome.LOST: ErrorKind.INFRA,
+    Outcome.AGENT: ErrorKind.AGENT,
+    Outcome.TIMEOUT: ErrorKind.TIMEOUT,
+    Outcome.CANCEL: ErrorKind.CANCELLED,
+}
+
+
+def classify(exc: BaseException) -> Outcome:
+    """What a failure means for its task: the one place exceptions are classified.
+
+    Both the scheduler (an attempt's outcome) and the agent layer
+    (:func:`megaflow.agent.abstract.error_kind`) go through it.
+    """
+    if isinstance(exc, InstanceLost):
+        return Outcome.LOST
+    if isinstance(exc, InfraError):
+        return Outcome.INFRA
+    if isinstance(exc, AgentError | ModelError):  # a model's error answer is final too
+        return Outcome.AGENT
+    if isinstance(exc, TimeoutError):  # MegaFlowTimeout and asyncio's deadlines
+        return Outcome.TIMEOUT
+    if isinstance(exc, Cancelled | asyncio.CancelledError):
+        return Outcome.CANCEL
+    return Outcome.ERROR
 
 
 class Resources(Model):

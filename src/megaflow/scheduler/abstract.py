@@ -2,9 +2,9 @@
 
 - :class:`TaskExecutor` runs one attempt of a task. The app layer implements
   it (sandbox + agent + grading); the scheduler ships a no-op, a sleeping and
-  a fault-injecting executor (:mod:`megaflow.scheduler.executors`).
+  a fault-injecting executor (:mod:`megaflow.scheduler.synthetic`).
 - :class:`SchedulingPolicy` orders the waiting tasks and turns them into
-  (task, placement) decisions against the cluster.
+  (task, placement) decisions against the fleet of instances.
 - :class:`FleetProvider` adds and removes instances for the autoscaler.
 
 Outcome of an attempt, as the dispatcher reads it: a returned
@@ -25,7 +25,7 @@ from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskResult, TaskSpec
 
 if TYPE_CHECKING:
-    from megaflow.scheduler.cluster import Instance, Region
+    from megaflow.scheduler.fleet import Instance, Region
 
 STAGES = (TaskState.STARTING, TaskState.RUNNING, TaskState.GRADING)
 

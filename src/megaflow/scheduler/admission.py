@@ -10,8 +10,8 @@ again, so the dispatcher can arm one timer instead of polling.
 from __future__ import annotations
 
 from megaflow.scheduler.abstract import PendingTask
-from megaflow.scheduler.cluster import Instance
 from megaflow.scheduler.config import AdmissionConfig
+from megaflow.scheduler.fleet import Instance
 
 _EPS = 1e-9
 """Tolerance for the rounding of refills (0.1 * 10 tokens is 0.9999999999999998)."""

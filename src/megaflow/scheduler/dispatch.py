@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, InstanceSpec, PendingTask, SchedulingPolicy
 from megaflow.scheduler.admission import Admission
-from megaflow.scheduler.cluster import Instance, Region, fragmentation
 from megaflow.scheduler.config import SchedulerConfig
+from megaflow.scheduler.fleet import Instance, Region, fragmentation
 from megaflow.scheduler.policies import make_policy
 
 _Shape = tuple[float, int, int]
@@ -46,7 +46,7 @@ class DispatchCore:
         self._needs_cache: list[Resources] | None = None
         self._seq = 0
 
-    # -- cluster ---------------------------------------------------------------
+    # -- fleet -----------------------------------------------------------------
     def region(self, name: str) -> Region:
         r = self.regions.get(name)
         if r is None:

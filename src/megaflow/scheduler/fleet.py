@@ -1,4 +1,5 @@
-"""Instances and regions, with best-fit placement and the fragmentation figure.
+"""The fleet as the dispatcher sees it: instances and regions, with best-fit placement
+and the fragmentation figure.
 
 A :class:`Region` owns its instances and indexes them by free capacity:
 instances with the same capacity and the same free CPU, memory, GPU and

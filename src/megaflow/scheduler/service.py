@@ -15,14 +15,16 @@ sleeps on that flag and, when woken, runs one planning round. Timers (retry
 backoff, a token bucket refilling, a queue timeout, a heartbeat deadline)
 are one-shot ``call_later`` handles armed only when needed.
 
-Attempt outcomes are classified in :mod:`megaflow.scheduler.attempts`.
+The scheduler is composed, not inherited: a :class:`TaskBook` holds the
+task states it shares with the :class:`AttemptRunner`, which runs placed
+attempts and classifies their outcomes (:mod:`megaflow.scheduler.attempts`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
-from collections import Counter
 from collections.abc import Iterable
 
 from megaflow.core.errors import InvalidInput, NotFound
@@ -34,13 +36,15 @@ from megaflow.core.events import (
     TaskSubmitted,
 )
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import RunSpec, TaskSpec
+from megaflow.core.tasks import Outcome, RunSpec, TaskSpec
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask, TaskExecutor
-from megaflow.scheduler.attempts import AttemptRunner
+from megaflow.scheduler.attempts import AttemptRunner, backoff
 from megaflow.scheduler.autoscale import ThresholdAutoscaler, local_instance
+from megaflow.scheduler.book import TaskBook
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
+from megaflow.scheduler.fleet import Instance
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import QueuedTask, Subscription, Transition
 from megaflow.storage.factory import Stores
@@ -56,8 +60,10 @@ _KINDS = (
 )
 
 
-class Scheduler(AttemptRunner):
+class Scheduler:
     """Runs the tasks of one or more runs on a set of instances."""
+
+    loop: asyncio.AbstractEventLoop
 
     def __init__(
         self,
@@ -70,7 +76,10 @@ class Scheduler(AttemptRunner):
         fleet: FleetProvider | None = None,
         seed: int | None = None,
     ) -> None:
-        super().__init__(config, stores, executor, seed)
+        self.config = config
+        self.stores = stores
+        self.executor = executor
+        self.rng = random.Random(seed)
         self.metrics = metrics
         self.fleet = fleet
         self.autoscaler = (
@@ -89,6 +98,47 @@ class Scheduler(AttemptRunner):
         self._refill: asyncio.TimerHandle | None = None
         self._scale_timer: asyncio.TimerHandle | None = None
         self._started = False
+        self.writer = StateWriter(stores.metadata, stores.events)
+        self.book = TaskBook(self.writer)
+        self.core = DispatchCore(config)
+        self.runner: AttemptRunner | None = None
+
+    # -- the shared task book, for progress and tests ---------------------------
+    @property
+    def state(self) -> dict[str, TaskState]:
+        return self.book.state
+
+    @property
+    def run_of(self) -> dict[str, str]:
+        return self.book.run_of
+
+    @property
+    def open(self) -> dict[str, int]:
+        return self.book.open
+
+    @property
+    def attempts(self) -> dict[str, int]:
+        return self.book.attempts
+
+    @property
+    def failures(self) -> dict[str, int]:
+        return self.book.failures
+
+    def backoff(self, failures: int) -> float:
+        """Exponential backoff with jitter before retry number ``failures``."""
+        return backoff(self.config.retry, self.rng, failures)
+
+    def _runner(self) -> AttemptRunner:
+        if self.runner is None:
+            raise RuntimeError("the scheduler is not started: call start() first")
+        return self.runner
+
+    def start_attempt(self, task: PendingTask, inst: Instance) -> None:
+        self._runner().start_attempt(task, inst)
+
+    def interrupt(self, task_id: str, reason: Outcome | str, message: str) -> None:
+        """Stop a running attempt; ``reason`` decides what its task becomes."""
+        self._runner().interrupt(task_id, Outcome(reason), message)
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -97,7 +147,18 @@ class Scheduler(AttemptRunner):
         self._started = True
         self.loop = asyncio.get_running_loop()
         self.core = DispatchCore(self.config)
-        self.writer = StateWriter(self.stores.metadata, self.stores.events)
+        self.runner = AttemptRunner(
+            executor=self.executor,
+            book=self.book,
+            core=self.core,
+            writer=self.writer,
+            metadata=self.stores.metadata,
+            loop=self.loop,
+            clock=self.now,
+            kick=self.kick,
+            backoff=self.backoff,
+            metrics=self.metrics,
+        )
         self.writer.start()
         now = self.now()
         for spec in self._initial:
@@ -123,8 +184,9 @@ class Scheduler(AttemptRunner):
             except asyncio.CancelledError:
                 pass
         self._bg = []
-        await self.abandon_attempts()
-        for h in [*self._heartbeats.values(), *self.timers.values()]:
+        runner = self._runner()
+        await runner.abandon_attempts()
+        for h in [*self._heartbeats.values(), *runner.timers.values()]:
             h.cancel()
         for timer in (self._refill, self._scale_timer):
             if timer is not None:
@@ -173,8 +235,8 @@ class Scheduler(AttemptRunner):
         await md.get_run(run_id)
         report = await recover_queue(md, self.stores.queue, run_id)
         for rec in await md.list_tasks(run_id, states=[TaskState.QUEUED]):
-            self.attempts[rec.id] = rec.attempts
-            self.failures[rec.id] = rec.attempts - rec.preemptions
+            self.book.attempts[rec.id] = rec.attempts
+            self.book.failures[rec.id] = rec.attempts - rec.preemptions
         await self.stores.events.publish(TaskSubmitted(run_id=run_id, task_ids=[]))
         return report
 
@@ -185,10 +247,10 @@ class Scheduler(AttemptRunner):
         has taken in can finish.
         """
         await self.stores.metadata.get_run(run_id)
-        ev = self.done_events.setdefault(run_id, asyncio.Event())
+        ev = self.book.done_events.setdefault(run_id, asyncio.Event())
         while True:
             ev.clear()
-            if self.open.get(run_id, 0) == 0:
+            if self.book.open.get(run_id, 0) == 0:
                 await self.writer.flush()
                 counts = await self.stores.metadata.count_by_state(run_id)
                 if all(s.terminal for s in counts):
@@ -197,17 +259,13 @@ class Scheduler(AttemptRunner):
 
     async def cancel(self, run_id: str, task_id: str | None = None) -> int:
         """Cancel one task or every unfinished task of a run; returns how many."""
-        n = await self.cancel_local(run_id, task_id)
+        n = await self._runner().cancel_local(run_id, task_id)
         await self.stores.events.publish(TaskCancelled(run_id=run_id, task_id=task_id))
         return n
 
     def counts(self, run_id: str | None = None) -> dict[TaskState, int]:
         """Tasks by state as the scheduler sees them now (for progress bars)."""
-        runs = [run_id] if run_id is not None else list(self.by_run_state)
-        total: Counter[TaskState] = Counter()
-        for r in runs:
-            total.update(self.by_run_state.get(r, Counter()))
-        return {s: n for s, n in total.items() if n > 0}
+        return self.book.counts(run_id)
 
     @property
     def queue_depth(self) -> int:
@@ -242,21 +300,22 @@ class Scheduler(AttemptRunner):
         elif isinstance(event, InstanceLost):
             self._instance_lost(event.instance, event.reason)
         elif isinstance(event, TaskCancelled):
-            await self.cancel_local(event.run_id, event.task_id)
+            await self._runner().cancel_local(event.run_id, event.task_id)
 
     async def _intake(self) -> None:
         """Move every task of the shared intake queue into the dispatcher."""
         queue = self.stores.queue
         items = await queue.pop(await queue.size())
         now = self.now()
+        book, runner = self.book, self._runner()
         for item in items:
             spec = item.spec
-            if spec.id in self.state and self.state[spec.id] is not TaskState.QUEUED:
+            if spec.id in book.state and book.state[spec.id] is not TaskState.QUEUED:
                 continue
-            self.track(spec, TaskState.QUEUED)
+            book.track(spec, TaskState.QUEUED)
             self.core.enqueue(PendingTask(spec, item.seq, now))
             if spec.timeouts.queue_s is not None:
-                self.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
+                runner.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
         if items:
             # The dispatcher holds them now; after a crash the metadata store
             # (not the queue) is what resume rebuilds from.
@@ -269,7 +328,7 @@ class Scheduler(AttemptRunner):
         lost = InstanceLost(instance=inst_id, reason="no heartbeat")
         self._heartbeats[inst_id] = self.loop.call_later(
             self.config.heartbeat_timeout_s,
-            lambda: self.spawn(self.stores.events.publish(lost)),
+            lambda: self._runner().spawn(self.stores.events.publish(lost)),
         )
 
     def _instance_lost(self, inst_id: str, reason: str) -> None:
@@ -277,7 +336,8 @@ class Scheduler(AttemptRunner):
         if h is not None:
             h.cancel()
         for task in self.core.remove_instance(inst_id):
-            self.interrupt(task.id, "lost", f"instance {inst_id} lost: {reason or 'no reason'}")
+            msg = f"instance {inst_id} lost: {reason or 'no reason'}"
+            self.interrupt(task.id, Outcome.LOST, msg)
 
     # -- dispatching ------------------------------------------------------------------
     def kick(self) -> None:
@@ -291,13 +351,13 @@ class Scheduler(AttemptRunner):
             await self._round()
 
     async def _round(self) -> None:
-        core = self.core
+        core, runner = self.core, self._runner()
         now = self.now()
         decisions = core.plan(now)
         for d in decisions:
             for victim in d.preempt:
-                self.interrupt(victim, "preempt", f"preempted by {d.task.id}")
-            self.start_attempt(d.task, d.instance)
+                runner.interrupt(victim, Outcome.PREEMPT, f"preempted by {d.task.id}")
+            runner.start_attempt(d.task, d.instance)
         if self.metrics is not None:
             self.metrics.decisions.inc(len(decisions))
             self.metrics.queue_depth.set(core.depth)

@@ -1,4 +1,4 @@
-"""Executors that ship with the scheduler: for tests, benchmarks and dry runs.
+"""Synthetic executors that do no real work: for tests, benchmarks and dry runs.
 
 - :class:`NoopExecutor` walks the stages and succeeds at once.
 - :class:`SleepExecutor` holds its slot for a while (``payload["sleep_s"]``
