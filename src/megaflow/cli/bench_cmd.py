@@ -79,7 +79,7 @@ def bench(
     run_dir = bench_dir / ".out" / time.strftime("%Y%m%dT%H%M%SZ", started)
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, RESULTS_ENV: str(run_dir.resolve())}
-    load0 = os.getloadavg()[0]
+    load0, commit0 = os.getloadavg()[0], _commit(bench_dir)
     failed = []
     for script in scripts:
         console.rule(f"[bold]{script.stem}")
@@ -89,10 +89,12 @@ def bench(
             failed.append(script.stem)
         console.print(f"[dim]{script.stem} took {time.monotonic() - t0:.0f} s[/]")
     cores = os.cpu_count() or 1
+    commit1 = _commit(bench_dir)
+    moved = "" if commit1 == commit0 else f" (at the end: {commit1}; see each table's own)"
     header = [
         f"Written by `megaflow bench{' --quick' if quick else ''}` (`make bench` runs it in "
         f"full) from one run started {time.strftime('%Y-%m-%d %H:%M UTC', started)}, at "
-        f"commit {_commit(bench_dir)}: {', '.join(s.stem for s in scripts)}.",
+        f"commit {commit0}{moved}: {', '.join(s.stem for s in scripts)}.",
         f"Load average (1 min) {load0:.1f} at the start of the run, {os.getloadavg()[0]:.1f} "
         f"at the end, on {cores} cores. Each table gives its own date, commit and load; a "
         "table whose load exceeded the core count is marked not quotable. Peers are "
