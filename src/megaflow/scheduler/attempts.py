@@ -26,7 +26,6 @@ preempted                   PREEMPTED -> QUEUED (not a failed attempt)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -39,6 +38,7 @@ from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.abstract import STAGES, PendingTask, TaskContext, TaskExecutor
 from megaflow.scheduler.book import TaskBook
 from megaflow.scheduler.config import RetryConfig
+from megaflow.scheduler.deadlines import Deadlines
 from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.fleet import Instance
 from megaflow.scheduler.writer import StateWriter
@@ -86,7 +86,8 @@ class AttemptRunner:
         self.running_tasks: dict[str, asyncio.Task[None]] = {}
         self.reasons: dict[str, tuple[Outcome, str]] = {}
         self.timers: dict[str, asyncio.TimerHandle] = {}
-        self._start_timers: dict[str, asyncio.TimerHandle] = {}
+        self._start_timeouts = Deadlines(loop, self._start_too_long)
+        self._deadlines = Deadlines(loop, self._deadline_passed)
         self._placed: dict[str, tuple[PendingTask, Instance, int]] = {}
         """Attempts created but not yet entered: cancelling those skips their body."""
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -134,14 +135,16 @@ class AttemptRunner:
         for s in STAGES[at + 1 : target + 1]:
             self.book.set_state(tid, s)
         if stage is TaskState.STARTING and spec.timeouts.start_s is not None:
-            msg = f"sandbox start took longer than {spec.timeouts.start_s}s"
-            self._start_timers[tid] = self.loop.call_later(
-                spec.timeouts.start_s, self.interrupt, tid, Outcome.TIMEOUT, msg
-            )
+            self._start_timeouts.add(tid, spec.timeouts.start_s)
         elif stage is not TaskState.STARTING:
-            h = self._start_timers.pop(tid, None)
-            if h is not None:
-                h.cancel()
+            self._start_timeouts.discard(tid)
+
+    def _start_too_long(self, task_id: str, seconds: float) -> None:
+        self.interrupt(task_id, Outcome.TIMEOUT, f"sandbox start took longer than {seconds}s")
+
+    def _deadline_passed(self, task_id: str, seconds: float) -> None:
+        if task_id not in self.reasons:  # an earlier interruption decides the outcome
+            self.interrupt(task_id, Outcome.TIMEOUT, f"task deadline of {seconds}s passed")
 
     async def _attempt(self, task: PendingTask, inst: Instance, n: int) -> None:
         spec = task.spec
@@ -152,9 +155,10 @@ class AttemptRunner:
         deadline = spec.timeouts.deadline_s
         result: TaskResult | None = None
         outcome, message = Outcome.OK, ""
+        if deadline:
+            self._deadlines.add(tid, deadline)
         try:
-            async with asyncio.timeout(deadline) if deadline else contextlib.nullcontext():
-                result = await self.executor.run(ctx)
+            result = await self.executor.run(ctx)
         except asyncio.CancelledError:
             self.running_tasks.pop(tid, None)
             reason = self.reasons.pop(tid, None)
@@ -169,9 +173,8 @@ class AttemptRunner:
                 message = f"executor raised {type(exc).__name__}: {exc}"
         finally:
             self.running_tasks.pop(tid, None)
-            h = self._start_timers.pop(tid, None)
-            if h is not None:
-                h.cancel()
+            self._start_timeouts.discard(tid)
+            self._deadlines.discard(tid)
             self.core.finish(tid, self.clock())
             self.kick()
         self.reasons.pop(tid, None)
@@ -319,3 +322,5 @@ class AttemptRunner:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.running_tasks.clear()
         self._placed.clear()
+        self._start_timeouts.close()
+        self._deadlines.close()

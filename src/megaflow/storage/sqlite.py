@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, StorageError
 from megaflow.core.states import TaskState, check_transition
@@ -198,27 +199,34 @@ class SqliteMetadataStore(MetadataStore):
         conn.execute("BEGIN IMMEDIATE")
         try:
             current = self._states_of([t.task_id for t in transitions])
-            updates = []
+            # Every transition is checked in order; a task's chain in this batch
+            # (QUEUED -> SCHEDULED -> ... -> SUCCEEDED) then becomes one row
+            # update with the same end result as applying them one by one.
+            rows: dict[str, list[Any]] = {}
             for t in transitions:
-                if t.task_id not in current:
-                    raise NotFound(f"task {t.task_id!r} not found")
-                src = current[t.task_id]
+                tid = t.task_id
+                if tid not in current:
+                    raise NotFound(f"task {tid!r} not found")
+                src = current[tid]
                 if t.expect is not None and src != t.expect:
                     raise InvalidTransition(
-                        f"task {t.task_id}: expected state {t.expect.value}, found {src.value}"
+                        f"task {tid}: expected state {t.expect.value}, found {src.value}"
                     )
-                check_transition(src, t.dst, t.task_id)
-                current[t.task_id] = t.dst
-                updates.append(
-                    (
-                        t.dst.value,
-                        int(t.dst is TaskState.SCHEDULED),
-                        int(t.dst is TaskState.PREEMPTED),
-                        now,
-                        t.error,
-                        t.task_id,
-                    )
-                )
+                dst = t.dst
+                check_transition(src, dst, tid)
+                current[tid] = dst
+                row = rows.get(tid)
+                if row is None:
+                    row = rows[tid] = [dst.value, 0, 0, now, None, tid]
+                else:
+                    row[0] = dst.value
+                if dst is TaskState.SCHEDULED:
+                    row[1] += 1
+                elif dst is TaskState.PREEMPTED:
+                    row[2] += 1
+                if t.error is not None:
+                    row[4] = t.error
+            updates = [tuple(r) for r in rows.values()]
             conn.executemany(
                 "UPDATE tasks SET state = ?, attempts = attempts + ?, "
                 "preemptions = preemptions + ?, updated_at = ?, "
