@@ -41,6 +41,7 @@ from megaflow.scheduler.config import RetryConfig
 from megaflow.scheduler.deadlines import Deadlines
 from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.fleet import Instance
+from megaflow.scheduler.records import trusted
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import MetadataStore
 
@@ -101,8 +102,9 @@ class AttemptRunner:
     def _finish(self, spec: TaskSpec, dst: TaskState, result: TaskResult) -> None:
         self.writer.result(result)
         self.book.set_state(spec.id, dst, result.error)
-        ev = TaskFinished.model_construct(
-            ts=time.time(),  # given, so pydantic need not inspect the default factory
+        ev = trusted(
+            TaskFinished,
+            ts=time.time(),
             run_id=spec.run_id,
             task_id=spec.id,
             state=dst,
@@ -196,7 +198,8 @@ class AttemptRunner:
         now = time.time()
         kind = outcome.error_kind
         self.writer.attempt(
-            Attempt.model_construct(
+            trusted(
+                Attempt,
                 task_id=tid,
                 number=n,
                 instance=inst.id,

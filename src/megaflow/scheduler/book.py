@@ -42,7 +42,10 @@ class TaskBook:
         self.state[spec.id] = state
         self.run_of[spec.id] = run
         self.tasks_of.setdefault(run, []).append(spec.id)
-        self.by_run_state.setdefault(run, Counter())[state] += 1
+        counts = self.by_run_state.get(run)
+        if counts is None:
+            counts = self.by_run_state[run] = Counter()
+        counts[state] += 1
         if not state.terminal:
             self.open[run] = self.open.get(run, 0) + 1
         self.attempts.setdefault(spec.id, 0)
