@@ -45,6 +45,7 @@ from megaflow.scheduler.records import trusted
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import MetadataStore
 
+_STAGE_AT = {s: i for i, s in enumerate(STAGES)}
 _FINAL = {
     Outcome.AGENT: TaskState.FAILED,
     Outcome.TIMEOUT: TaskState.TIMED_OUT,
@@ -127,18 +128,20 @@ class AttemptRunner:
 
     def _report(self, spec: TaskSpec, stage: TaskState) -> None:
         tid = spec.id
-        cur = self.book.state[tid]
+        book = self.book
+        cur = book.state[tid]
         if cur not in ACTIVE_STATES:
             return  # interrupted meanwhile: a late report changes nothing
-        at = STAGES.index(cur) if cur in STAGES else -1
-        target = STAGES.index(stage)
+        at = _STAGE_AT.get(cur, -1)
+        target = _STAGE_AT[stage]
         if target <= at:
             return
         for s in STAGES[at + 1 : target + 1]:
-            self.book.set_state(tid, s)
-        if stage is TaskState.STARTING and spec.timeouts.start_s is not None:
-            self._start_timeouts.add(tid, spec.timeouts.start_s)
-        elif stage is not TaskState.STARTING:
+            book.set_state(tid, s)
+        if stage is TaskState.STARTING:
+            if spec.timeouts.start_s is not None:
+                self._start_timeouts.add(tid, spec.timeouts.start_s)
+        elif at < 1:  # only STARTING arms the start timeout
             self._start_timeouts.discard(tid)
 
     def _start_too_long(self, task_id: str, seconds: float) -> None:

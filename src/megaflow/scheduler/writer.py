@@ -35,6 +35,9 @@ class StateWriter:
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._poked = False
+        """Set by a poke, cleared when the loop takes the poke: adding more until
+        then needs no poke of its own."""
         self._task: asyncio.Task[None] | None = None
         self.flushes = 0
 
@@ -54,7 +57,8 @@ class StateWriter:
 
     def transition(self, t: Transition) -> None:
         self._transitions.append(t)
-        self._poke()
+        if not self._poked:
+            self._poke()
 
     def attempt(self, a: Attempt) -> None:
         self._attempts.append(a)
@@ -70,6 +74,7 @@ class StateWriter:
         self._poke()
 
     def _poke(self) -> None:
+        self._poked = True
         if not self._ready.is_set():
             self._idle.clear()
             self._ready.set()
@@ -93,6 +98,7 @@ class StateWriter:
         while True:
             await self._ready.wait()
             self._ready.clear()
+            self._poked = False
             await asyncio.sleep(0)  # let the current burst finish adding
             try:
                 await self._write()

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from megaflow.storage.abstract import QueuedTask, TaskQueue
+
+_sort_key = attrgetter("sort_key")
 
 
 class MemoryTaskQueue(TaskQueue):
@@ -33,6 +36,12 @@ class MemoryTaskQueue(TaskQueue):
             heapq.heappop(heap)
 
     async def pop(self, n: int = 1) -> list[QueuedTask]:
+        if n >= len(self._live):
+            # Everything: one sort instead of a heap pop (and its comparisons) per entry.
+            every = sorted(self._live.values(), key=_sort_key)
+            self._live.clear()
+            self._heap.clear()
+            return every
         out: list[QueuedTask] = []
         while len(out) < n:
             self._drop_dead_top()

@@ -217,16 +217,16 @@ class SqliteMetadataStore(MetadataStore):
                 current[tid] = dst
                 row = rows.get(tid)
                 if row is None:
-                    row = rows[tid] = [dst.value, 0, 0, now, None, tid]
+                    row = rows[tid] = [dst, 0, 0, now, None, tid]
                 else:
-                    row[0] = dst.value
+                    row[0] = dst
                 if dst is TaskState.SCHEDULED:
                     row[1] += 1
                 elif dst is TaskState.PREEMPTED:
                     row[2] += 1
                 if t.error is not None:
                     row[4] = t.error
-            updates = [tuple(r) for r in rows.values()]
+            updates = [(r[0].value, *r[1:]) for r in rows.values()]
             conn.executemany(
                 "UPDATE tasks SET state = ?, attempts = attempts + ?, "
                 "preemptions = preemptions + ?, updated_at = ?, "
