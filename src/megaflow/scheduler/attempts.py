@@ -46,6 +46,7 @@ from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import MetadataStore
 
 _STAGE_AT = {s: i for i, s in enumerate(STAGES)}
+_KIND = {o: o.error_kind for o in Outcome}  # a dict lookup, not an enum property, per attempt
 _FINAL = {
     Outcome.AGENT: TaskState.FAILED,
     Outcome.TIMEOUT: TaskState.TIMED_OUT,
@@ -199,7 +200,7 @@ class AttemptRunner:
         spec = task.spec
         tid = spec.id
         now = time.time()
-        kind = outcome.error_kind
+        kind = _KIND.get(outcome)
         self.writer.attempt(
             trusted(
                 Attempt,
@@ -225,7 +226,7 @@ class AttemptRunner:
             book.set_state(tid, TaskState.QUEUED)
             self.core.enqueue(task)
             self.writer.event(TaskPreempted(run_id=spec.run_id, task_id=tid))
-        elif outcome.retried:
+        elif outcome is Outcome.INFRA or outcome is Outcome.LOST:
             failures = book.failures[tid] = book.failures.get(tid, 0) + 1
             retry = failures < spec.max_attempts
             fail = TaskFailed(

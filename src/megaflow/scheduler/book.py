@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from megaflow.core.states import TaskState
+from megaflow.core.states import TERMINAL_STATES, TaskState
 from megaflow.core.tasks import TaskSpec
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import Transition
@@ -46,7 +46,7 @@ class TaskBook:
         if counts is None:
             counts = self.by_run_state[run] = Counter()
         counts[state] += 1
-        if not state.terminal:
+        if state not in TERMINAL_STATES:
             self.open[run] = self.open.get(run, 0) + 1
         self.attempts.setdefault(spec.id, 0)
         self.failures.setdefault(spec.id, 0)
@@ -59,7 +59,7 @@ class TaskBook:
         counts[src] -= 1
         counts[dst] += 1
         self.writer.transition(Transition(task_id, dst, error=error))
-        if dst.terminal:
+        if dst in TERMINAL_STATES:
             self.open[run] -= 1
             if self.open[run] == 0:
                 ev = self.done_events.get(run)
