@@ -219,7 +219,8 @@ class AttemptRunner:
         if outcome is Outcome.OK:
             assert result is not None
             self._report(spec, TaskState.GRADING)
-            result.task_id = tid
+            if result.task_id != tid:
+                result.task_id = tid
             self._finish(spec, TaskState.SUCCEEDED, result)
         elif outcome is Outcome.PREEMPT:
             book.set_state(tid, TaskState.PREEMPTED, message)

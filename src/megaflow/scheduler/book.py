@@ -52,16 +52,17 @@ class TaskBook:
         self.failures.setdefault(spec.id, 0)
 
     def set_state(self, task_id: str, dst: TaskState, error: str | None = None) -> None:
-        src = self.state[task_id]
+        state = self.state
+        src = state[task_id]
         run = self.run_of[task_id]
-        self.state[task_id] = dst
+        state[task_id] = dst
         counts = self.by_run_state[run]
         counts[src] -= 1
         counts[dst] += 1
         self.writer.transition(Transition(task_id, dst, error=error))
         if dst in TERMINAL_STATES:
-            self.open[run] -= 1
-            if self.open[run] == 0:
+            left = self.open[run] = self.open[run] - 1
+            if left == 0:
                 ev = self.done_events.get(run)
                 if ev is not None:
                     ev.set()
