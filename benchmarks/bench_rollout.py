@@ -256,6 +256,7 @@ def main() -> None:
         f"sandbox that fails to start, up to {MAX_ATTEMPTS} attempts, as MegaFlow's scheduler "
         "retries infrastructure failures.",
         load_before=LOAD_AT_START,
+        self_loading=f"{n:,} concurrent sandboxes (runnable processes count in the load)",
     )
 
 

@@ -35,6 +35,17 @@ def _commit(where: Path) -> str:
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def _settle(cores: int, longest_s: float) -> str:
+    """Wait until the 1-minute load is at most the core count (or ``longest_s`` passed),
+    so one benchmark's own load is not counted against the next; say what happened."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] > cores and time.monotonic() - t0 < longest_s:
+        time.sleep(5)
+    load, waited = os.getloadavg()[0], time.monotonic() - t0
+    verdict = "settled" if load <= cores else "still above the core count"
+    return f"load {load:.1f} after {waited:.0f} s ({verdict})"
+
+
 def _gather(bench_dir: Path, run_dir: Path, header: list[str], failed: list[str]) -> Path:
     """Write RESULTS.md from ``run_dir`` and make ``results/`` a copy of it."""
     tables = sorted(run_dir.glob("*.md"))
@@ -60,6 +71,9 @@ def _gather(bench_dir: Path, run_dir: Path, header: list[str], failed: list[str]
 def bench(
     names: list[str] = typer.Argument(None, help="Benchmarks to run (e.g. store); all if none."),
     quick: bool = typer.Option(False, "--quick", help="Short runs, for a smoke test."),
+    settle_s: float = typer.Option(
+        120.0, help="Longest wait before each benchmark for the load to fall to the core count."
+    ),
     bench_dir: Path = typer.Option(Path("benchmarks"), help="The benchmarks directory."),
 ) -> None:
     """Run benchmarks (each prints a table) and write benchmarks/RESULTS.md from this run."""
@@ -80,15 +94,16 @@ def bench(
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, RESULTS_ENV: str(run_dir.resolve())}
     load0, commit0 = os.getloadavg()[0], _commit(bench_dir)
+    cores = os.cpu_count() or 1
     failed = []
     for script in scripts:
         console.rule(f"[bold]{script.stem}")
+        console.print(f"[dim]before {script.stem}: {_settle(cores, settle_s)}[/]")
         t0 = time.monotonic()
         cmd = [sys.executable, str(script)] + (["--quick"] if quick else [])
         if subprocess.run(cmd, check=False, env=env).returncode != 0:
             failed.append(script.stem)
         console.print(f"[dim]{script.stem} took {time.monotonic() - t0:.0f} s[/]")
-    cores = os.cpu_count() or 1
     commit1 = _commit(bench_dir)
     moved = "" if commit1 == commit0 else f" (at the end: {commit1}; see each table's own)"
     header = [
@@ -97,7 +112,9 @@ def bench(
         f"commit {commit0}{moved}: {', '.join(s.stem for s in scripts)}.",
         f"Load average (1 min) {load0:.1f} at the start of the run, {os.getloadavg()[0]:.1f} "
         f"at the end, on {cores} cores. Each table gives its own date, commit and load; a "
-        "table whose load exceeded the core count is marked not quotable. Peers are "
+        "table whose load exceeded the core count is marked not quotable. Before each "
+        f"benchmark the run waited up to {settle_s:.0f} s for the load to fall to the core "
+        "count, so one benchmark's load does not mark the next. Peers are "
         "measured in the same run as what they are compared with; see benchmarks/README.md.",
     ]
     out = _gather(bench_dir, run_dir, header, failed)
