@@ -35,6 +35,11 @@ class Instance:
     running: dict[str, TaskSpec] = field(default_factory=dict)
     alive: bool = True
     idle_since: float = 0.0
+    cap_mcpu: int = field(init=False, repr=False)
+    """The spec's CPU in millicores, computed once (it is part of every index key)."""
+
+    def __post_init__(self) -> None:
+        self.cap_mcpu = round(self.spec.cpu * 1000)
 
     @classmethod
     def from_spec(cls, spec: InstanceSpec, now: float = 0.0) -> Instance:
@@ -53,7 +58,7 @@ class Instance:
             self.memory_mb,
             self.gpu,
             self.slots,
-            round(s.cpu * 1000),
+            self.cap_mcpu,
             s.memory_mb,
             s.gpu,
         )
