@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -34,6 +33,7 @@ from megaflow.app.assembly import (
 from megaflow.app.attempt import AgentExecutor
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import Runtime
@@ -47,7 +47,7 @@ from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.factory import Stores
 
 
-class Job:
+class Job(Lifecycle):
     def __init__(
         self,
         cfg: RunConfig,
@@ -118,15 +118,6 @@ class Job:
                 first = first or exc
         if first is not None:
             raise first
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def sched(self) -> Scheduler:

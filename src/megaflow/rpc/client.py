@@ -17,11 +17,11 @@ the channel opens on first use (or on ``start``) and closes on ``stop``::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import grpc
 
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.rpc.config import TlsConfig
 from megaflow.rpc.server import (
     DEFAULT_KEEPALIVE_S,
@@ -35,7 +35,7 @@ from megaflow.rpc.status import error_from
 T = TypeVar("T")
 
 
-class GrpcClient:
+class GrpcClient(Lifecycle):
     """A lazily opened channel to ``target`` and the stub of one service on it."""
 
     service: ClassVar[str] = "service"
@@ -73,15 +73,6 @@ class GrpcClient:
             self._channel = None
 
     async def close(self) -> None:
-        await self.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
         await self.stop()
 
     def error(self, err: grpc.aio.AioRpcError, what: str) -> Exception:
