@@ -85,7 +85,9 @@ def _loads(text: str, where: str) -> Any:
         raise InvalidInput(f"{where}: nested too deeply") from None
 
 
-def _records(file: Path) -> list[tuple[str, Any]]:
+def read_records(file: Path) -> list[tuple[str, Any]]:
+    """The JSON records of a JSONL or JSON file, each with where it is (``file:line``
+    or ``file[index]``); bad UTF-8, bad JSON and deep nesting name their line."""
     text = _text(file)
     if file.suffix == ".jsonl":
         out = []
@@ -103,7 +105,8 @@ def _records(file: Path) -> list[tuple[str, Any]]:
     return [(f"{file}[{i}]", item) for i, item in enumerate(items)]
 
 
-def _describe(err: ValidationError) -> str:
+def describe(err: ValidationError) -> str:
+    """A pydantic error as ``field 'a.b': reason; ...``."""
     parts = []
     for e in err.errors():
         field = ".".join(str(x) for x in e["loc"]) or "(instance)"
@@ -124,7 +127,7 @@ def parse_instance(
     try:
         inst = SWEInstance.model_validate(record)
     except ValidationError as e:
-        raise InvalidInput(f"{where}: instance {iid!r}: {_describe(e)}") from None
+        raise InvalidInput(f"{where}: instance {iid!r}: {describe(e)}") from None
     try:
         inst.megaflow_source = inst.megaflow_source.resolved(base, [Path(r) for r in source_roots])
     except ValueError as e:
@@ -147,7 +150,7 @@ def load_instances(
     out: list[SWEInstance] = []
     seen: dict[str, str] = {}
     sized: set[tuple[str, str]] = set()
-    for where, record in _records(file):
+    for where, record in read_records(file):
         inst = parse_instance(record, where, file.parent, source_roots)
         if inst.instance_id in seen:
             first = seen[inst.instance_id]

@@ -13,7 +13,6 @@ counted under ``empty_patch_ids``.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from megaflow.core.errors import InvalidInput, MegaFlowError
 from megaflow.datasets.grading import GradeReport
 from megaflow.datasets.instance import SWEInstance
+from megaflow.datasets.loader import describe, read_records
 from megaflow.datasets.validate import grade_patch
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 
@@ -39,29 +39,14 @@ class Prediction(BaseModel):
 
 
 def _records(file: Path) -> list[tuple[str, Any]]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        line = file.read_bytes()[: e.start].count(b"\n") + 1
-        raise InvalidInput(f"{file}:{line}: not valid UTF-8") from None
-    except OSError as e:
-        raise InvalidInput(f"predictions file {file}: {e.strerror or e}") from None
-    try:
-        if file.suffix == ".jsonl":
-            return [
-                (f"{file}:{n}", json.loads(line))
-                for n, line in enumerate(text.splitlines(), start=1)
-                if line.strip()
-            ]
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidInput(f"{file}:{e.lineno}: not valid JSON: {e.msg}") from None
-    except RecursionError:
-        raise InvalidInput(f"{file}: JSON nested too deeply") from None
-    if isinstance(data, dict) and "instance_id" not in data:
-        data = [{"instance_id": k, **v} if isinstance(v, dict) else v for k, v in data.items()]
-    items = data if isinstance(data, list) else [data]
-    return [(f"{file}[{i}]", item) for i, item in enumerate(items)]
+    records = read_records(file)
+    if len(records) == 1 and isinstance(records[0][1], dict) and "instance_id" not in records[0][1]:
+        keyed = records[0][1]  # an object keyed by instance id, as SWE-bench also accepts
+        return [
+            (f"{file}[{k!r}]", {"instance_id": k, **v} if isinstance(v, dict) else v)
+            for k, v in keyed.items()
+        ]
+    return records
 
 
 def load_predictions(path: str | Path) -> list[Prediction]:
@@ -77,11 +62,7 @@ def load_predictions(path: str | Path) -> list[Prediction]:
         try:
             pred = Prediction.model_validate(record)
         except ValidationError as e:
-            fields = "; ".join(
-                f"field {'.'.join(map(str, err['loc'])) or '(prediction)'!r}: {err['msg']}"
-                for err in e.errors()
-            )
-            raise InvalidInput(f"{where}: {fields}") from None
+            raise InvalidInput(f"{where}: {describe(e)}") from None
         if pred.instance_id in seen:
             raise InvalidInput(
                 f"{where}: instance {pred.instance_id!r} repeats {seen[pred.instance_id]}"
