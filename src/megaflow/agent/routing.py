@@ -77,6 +77,7 @@ def expand_samples(task: TaskSpec, plan: RoutePlan) -> list[TaskSpec]:
 def strip_token_data(traj: Trajectory) -> None:
     for step in traj.steps:
         if isinstance(step, ModelCall):
+            step.prompt_token_ids = None
             step.token_ids = None
             step.logprobs = None
 

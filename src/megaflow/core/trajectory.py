@@ -22,8 +22,12 @@ class ModelCall(Model):
     response: dict[str, Any] = Field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = Field(
+        None, description="The prompt's token ids exactly as fed to the model."
+    )
+    token_ids: list[int] | None = Field(None, description="The completion's token ids.")
+    logprobs: list[float] | None = Field(None, description="Logprob of each completion token.")
+    weights_version: int | None = Field(None, description="Weights version that answered.")
     started_at: float = Field(default_factory=time.time)
     duration_s: float = 0.0
 

@@ -67,8 +67,10 @@ class Completion(BaseModel):
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_token_ids: list[int] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    weights_version: int | None = None
     model: str = ""
 
     @property

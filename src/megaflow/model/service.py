@@ -138,8 +138,10 @@ class ModelService:
             },
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
+            prompt_token_ids=completion.prompt_token_ids,
             token_ids=completion.token_ids,
             logprobs=completion.logprobs,
+            weights_version=completion.weights_version,
             started_at=started,
             duration_s=time.perf_counter() - t0,
         )
