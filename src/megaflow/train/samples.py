@@ -50,6 +50,12 @@ class TrainingSample(BaseModel):
     masked: bool = Field(
         False, description="An infrastructure failure: left out of its group's statistics."
     )
+    weight: float = Field(
+        1.0,
+        ge=0,
+        description="Scales the sample's policy loss; below 1 for a sample generated with "
+        "weights older than the loop's staleness bound (``stale: reweight``).",
+    )
 
     @model_validator(mode="after")
     def _aligned(self) -> TrainingSample:
