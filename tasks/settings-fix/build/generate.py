@@ -1,0 +1,295 @@
+"""Generate the settings-fix task family: many tiny repositories, each with a wrong setting.
+
+Every repository is a package with one settings module of integer constants
+and a test of their types. An instance asks for one constant to be changed
+from its current value to a new one, in one of several phrasings; its hidden
+test (the test patch) checks the new value (FAIL_TO_PASS) and that the other
+constants kept theirs (PASS_TO_PASS). The fix is one line: an ``edit`` of
+``NAME = old`` into ``NAME = new``.
+
+Repositories are the pairs (package, module) of a grid. The three splits
+take disjoint repositories, chosen so that every package and every module
+name occurs in each split but no (package, module) pair does twice:
+
+* ``demo.jsonl``: demonstrations for the supervised warm start;
+* ``train.jsonl``: the RL prompts;
+* ``heldout.jsonl``: evaluation only; its paths, and the constants and
+  values within them, are new combinations of words the other splits use.
+
+Everything follows from ``--seed`` (default 0). Patches come from ``git
+diff``; FAIL_TO_PASS and PASS_TO_PASS are checked by running pytest on the
+host three times per instance (base, base + tests, base + tests + fix), with
+the report parser grading uses, unless ``--no-verify``.
+
+Run: ``python tasks/settings-fix/build/generate.py [--seed N] [--check]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from megaflow.datasets.prepare import GIT_ENV
+from megaflow.datasets.pytest_report import parse_pytest_report, passed
+
+SET_DIR = Path(__file__).resolve().parent.parent
+PYTEST = ["/usr/bin/python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q"]
+GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+
+PACKAGES = ["billing", "mailer", "search", "upload", "auth", "reports", "sync", "gateway"]
+MODULES = ["settings", "config", "limits", "defaults"]
+CONSTANTS: dict[str, list[int]] = {
+    "TIMEOUT": [10, 20, 30, 45, 60, 90, 120],
+    "RETRIES": [1, 2, 3, 4, 5, 6, 8],
+    "PORT": [8000, 8080, 8443, 9000, 9090],
+    "WORKERS": [1, 2, 4, 8, 16],
+    "PAGE_SIZE": [10, 20, 25, 50, 100],
+    "BATCH_SIZE": [16, 32, 64, 128, 256],
+    "MAX_USERS": [10, 50, 100, 500, 1000],
+    "CACHE_TTL": [60, 300, 600, 900, 3600],
+    "MAX_DEPTH": [2, 3, 4, 5, 8, 10],
+    "BUFFER_SIZE": [512, 1024, 2048, 4096, 8192],
+}
+# Phrasings of the issue; some give the current value first, some the new one.
+TEMPLATES = [
+    "{name} in {path} is {old}, but it should be {new}.",
+    "Please change {name} in {path} from {old} to {new}.",
+    "Set {name} in {path} to {new}; it is {old} now.",
+    "{path}: {name} must be {new}, not {old}.",
+    "The value {old} of {name} in {path} is wrong; use {new}.",
+    "We need {name} = {new} in {path} instead of {old}.",
+]
+CONSTANTS_PER_REPO = 4
+INSTANCES_PER_CONSTANT = 2
+
+
+@dataclass(frozen=True)
+class Repo:
+    package: str
+    module: str
+    values: dict[str, int]
+
+    @property
+    def name(self) -> str:
+        return f"{self.package}-{self.module}"
+
+    @property
+    def path(self) -> str:
+        return f"{self.package}/{self.module}.py"
+
+    def files(self) -> dict[str, str]:
+        consts = "".join(f"{k} = {v}\n" for k, v in self.values.items())
+        checks = "".join(
+            f"def test_{k.lower()}_is_positive():\n    assert {self.module}.{k} > 0\n\n\n"
+            for k in self.values
+        )
+        return {
+            ".gitignore": GITIGNORE,
+            f"{self.package}/__init__.py": f'"""The {self.package} service."""\n',
+            self.path: f'"""Settings of the {self.package} service."""\n\n{consts}',
+            f"tests/test_{self.module}.py": (
+                f"from {self.package} import {self.module}\n\n\n{checks.rstrip()}\n"
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class Change:
+    repo: Repo
+    name: str
+    new: int
+    template: int
+    index: int
+
+    @property
+    def old(self) -> int:
+        return self.repo.values[self.name]
+
+    @property
+    def instance_id(self) -> str:
+        return f"settings-fix__{self.repo.name}-{self.index}"
+
+    def issue(self) -> str:
+        text = TEMPLATES[self.template].format(
+            name=self.name, path=self.repo.path, old=self.old, new=self.new
+        )
+        return text + "\n"
+
+    def test_file(self) -> tuple[str, str]:
+        mod, others = self.repo.module, [k for k in self.repo.values if k != self.name]
+        body = f"from {self.repo.package} import {mod}\n\n\n"
+        body += f"def test_{self.name.lower()}_value():\n    assert {mod}.{self.name} == {self.new}\n"
+        body += "\n\ndef test_other_settings_unchanged():\n"
+        body += "".join(f"    assert {mod}.{k} == {self.repo.values[k]}\n" for k in others)
+        return f"tests/test_{self.name.lower()}_value.py", body
+
+
+def splits(seed: int) -> dict[str, list[Change]]:
+    """The three splits: disjoint repositories, each package and module in every split."""
+    rng = random.Random(seed)
+    shift = list(range(len(MODULES)))
+    rng.shuffle(shift)
+    # Package i with module (i + s) mod 4 for each s: a Latin square over the grid, so
+    # shift s gives 8 repositories using every package twice and every module twice.
+    groups = {"heldout": [shift[0]], "demo": [shift[1]], "train": [shift[2], shift[3]]}
+    out: dict[str, list[Change]] = {}
+    for split, shifts in groups.items():
+        changes: list[Change] = []
+        for s in shifts:
+            for i, pkg in enumerate(PACKAGES):
+                module = MODULES[(i + s) % len(MODULES)]
+                names = rng.sample(sorted(CONSTANTS), CONSTANTS_PER_REPO)
+                values = {n: rng.choice(CONSTANTS[n]) for n in names}
+                repo = Repo(pkg, module, values)
+                k = 0
+                for name in names:
+                    choices = [v for v in CONSTANTS[name] if v != values[name]]
+                    for new in rng.sample(choices, INSTANCES_PER_CONSTANT):
+                        k += 1
+                        changes.append(Change(repo, name, new, rng.randrange(len(TEMPLATES)), k))
+        out[split] = changes
+    return out
+
+
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
+    env = {**os.environ, **GIT_ENV}
+    res = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed in {cwd}: {res.stderr}")
+    return res.stdout
+
+
+def _pytest(cwd: Path) -> dict[str, bool]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(cwd)}
+    res = subprocess.run(PYTEST, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return {node: passed(s) for node, s in parse_pytest_report(res.stdout).items()}
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def build_repo(
+    repo: Repo, changes: list[Change], out_dir: Path, verify: bool
+) -> list[dict[str, object]]:
+    """Write one repository under ``out_dir/repos`` and return its instances."""
+    _write(out_dir / "repos" / repo.name, repo.files())
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix=f"settings-fix-{repo.name}-") as tmp:
+        work = Path(tmp)
+        _write(work, repo.files())
+        _git(work, "init", "-q", "-b", "main")
+        _git(work, "add", "-A")
+        _git(work, "commit", "-q", "--allow-empty", "-m", "base")
+        base = _git(work, "rev-parse", "HEAD").strip()
+        if verify and not all(_pytest(work).values()):
+            raise SystemExit(f"{repo.name}: the base tests must all pass")
+        for ch in changes:
+            target, original = work / repo.path, repo.files()[repo.path]
+            line = f"{ch.name} = {ch.old}\n"
+            target.write_text(original.replace(line, f"{ch.name} = {ch.new}\n"))
+            gold = _git(work, "diff")
+            target.write_text(original)
+            test_path, test_body = ch.test_file()
+            _write(work, {test_path: test_body})
+            _git(work, "add", test_path)
+            test_patch = _git(work, "diff", "--cached")
+            f2p = [f"{test_path}::test_{ch.name.lower()}_value"]
+            p2p = [f"{test_path}::test_other_settings_unchanged"] + [
+                f"tests/test_{repo.module}.py::test_{k.lower()}_is_positive" for k in repo.values
+            ]
+            if verify:
+                unfixed = _pytest(work)
+                _git(work, "apply", stdin=gold)
+                fixed = _pytest(work)
+                target.write_text(original)
+                if [n for n in f2p + p2p if not fixed.get(n)] or any(unfixed.get(n) for n in f2p):
+                    raise SystemExit(f"{ch.instance_id}: FAIL_TO_PASS/PASS_TO_PASS do not hold")
+                if not all(unfixed.get(n) for n in p2p):
+                    raise SystemExit(f"{ch.instance_id}: PASS_TO_PASS fails before the fix")
+            _git(work, "rm", "-q", "-f", test_path)
+            rows.append(
+                {
+                    "instance_id": ch.instance_id,
+                    "repo": f"settings-fix/{repo.name}",
+                    "base_commit": base,
+                    "problem_statement": ch.issue(),
+                    "patch": gold,
+                    "test_patch": test_patch,
+                    "FAIL_TO_PASS": f2p,
+                    "PASS_TO_PASS": p2p,
+                    "megaflow_source": {"type": "dir", "path": f"repos/{repo.name}"},
+                    "megaflow_test_timeout_s": 60,
+                    "settings_fix": {
+                        "path": repo.path,
+                        "name": ch.name,
+                        "old": ch.old,
+                        "new": ch.new,
+                        "template": ch.template,
+                    },
+                }
+            )
+    return rows
+
+
+def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
+    """Write repos/ and the three split files under ``out_dir``; return their sizes."""
+    shutil.rmtree(out_dir / "repos", ignore_errors=True)
+    sizes: dict[str, int] = {}
+    for split, changes in splits(seed).items():
+        by_repo: dict[str, list[Change]] = {}
+        for ch in changes:
+            by_repo.setdefault(ch.repo.name, []).append(ch)
+        jobs = [(chs[0].repo, chs) for chs in by_repo.values()]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            built = pool.map(lambda job: build_repo(job[0], job[1], out_dir, verify), jobs)
+            rows = [row for rs in built for row in rs]
+        lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+        (out_dir / f"{split}.jsonl").write_text(lines)
+        sizes[split] = len(rows)
+    return sizes
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    names = ["demo.jsonl", "train.jsonl", "heldout.jsonl"]
+    files = {n: (root / n).read_bytes() for n in names if (root / n).exists()}
+    for p in sorted((root / "repos").rglob("*")):
+        if p.is_file():
+            files[str(p.relative_to(root))] = p.read_bytes()
+    return files
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0, help="Seed of the whole family.")
+    ap.add_argument("--check", action="store_true", help="Fail if the committed set is stale.")
+    ap.add_argument("--no-verify", action="store_true", help="Skip the pytest runs.")
+    args = ap.parse_args()
+    if args.check:
+        with tempfile.TemporaryDirectory(prefix="settings-fix-check-") as tmp:
+            generate(Path(tmp), args.seed, verify=False)
+            if _tree(Path(tmp)) != _tree(SET_DIR):
+                print("tasks/settings-fix is stale; run generate.py", file=sys.stderr)
+                return 1
+        return 0
+    sizes = generate(SET_DIR, args.seed, verify=not args.no_verify)
+    print(", ".join(f"{k}: {v} instances" for k, v in sizes.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
