@@ -127,7 +127,8 @@ class Change:
     def test_file(self) -> tuple[str, str]:
         mod, others = self.repo.module, [k for k in self.repo.values if k != self.name]
         body = f"from {self.repo.package} import {mod}\n\n\n"
-        body += f"def test_{self.name.lower()}_value():\n    assert {mod}.{self.name} == {self.new}\n"
+        body += f"def test_{self.name.lower()}_value():\n"
+        body += f"    assert {mod}.{self.name} == {self.new}\n"
         body += "\n\ndef test_other_settings_unchanged():\n"
         body += "".join(f"    assert {mod}.{k} == {self.repo.values[k]}\n" for k in others)
         return f"tests/test_{self.name.lower()}_value.py", body
