@@ -264,6 +264,9 @@ class AttemptRunner:
         self.kick()
 
     def arm_queue_timeout(self, task_id: str, seconds: float) -> None:
+        old = self.timers.get(task_id)
+        if old is not None:
+            old.cancel()
         self.timers[task_id] = self.loop.call_later(seconds, self._queue_expired, task_id)
 
     def _queue_expired(self, task_id: str) -> None:

@@ -223,7 +223,14 @@ class Scheduler:
                     "submit each run's tasks with that run"
                 )
         records = await md.add_tasks(tasks)
-        await self.stores.queue.push([QueuedTask(spec=r.spec, seq=r.seq) for r in records])
+        if self.runner is not None and self._started:
+            # In this process the dispatcher takes them in at once: no round trip
+            # through the intake queue. They are QUEUED in the metadata store,
+            # which is what resume rebuilds from after a crash.
+            self._take_in([(r.spec, r.seq) for r in records])
+            self.kick()
+        else:
+            await self.stores.queue.push([QueuedTask(spec=r.spec, seq=r.seq) for r in records])
         await self.stores.events.publish(
             TaskSubmitted(run_id=run.id, task_ids=[t.id for t in tasks])
         )
@@ -306,20 +313,25 @@ class Scheduler:
         """Move every task of the shared intake queue into the dispatcher."""
         queue = self.stores.queue
         items = await queue.pop(await queue.size())
+        if not items:
+            return
+        self._take_in([(i.spec, i.seq) for i in items])
+        # The dispatcher holds them now; after a crash the metadata store
+        # (not the queue) is what resume rebuilds from.
+        await queue.ack([i.task_id for i in items])
+
+    def _take_in(self, items: list[tuple[TaskSpec, int]]) -> None:
+        """Hand queued tasks (spec, arrival seq) to the dispatcher, once each."""
         now = self.now()
-        book, runner = self.book, self._runner()
-        for item in items:
-            spec = item.spec
-            if spec.id in book.state and book.state[spec.id] is not TaskState.QUEUED:
+        book, core, runner = self.book, self.core, self._runner()
+        state, queued = book.state, TaskState.QUEUED
+        for spec, seq in items:
+            if state.get(spec.id, queued) is not queued:
                 continue
-            book.track(spec, TaskState.QUEUED)
-            self.core.enqueue(PendingTask(spec, item.seq, now))
+            book.track(spec, queued)
+            core.enqueue(PendingTask(spec, seq, now))
             if spec.timeouts.queue_s is not None:
                 runner.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
-        if items:
-            # The dispatcher holds them now; after a crash the metadata store
-            # (not the queue) is what resume rebuilds from.
-            await queue.ack([i.task_id for i in items])
 
     def _arm_heartbeat(self, inst_id: str) -> None:
         old = self._heartbeats.pop(inst_id, None)
