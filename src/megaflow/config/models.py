@@ -19,6 +19,7 @@ from megaflow.environment.config import EnvironmentConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.storage.config import StorageConfig
+from megaflow.train.loop_config import TrainingConfig
 
 
 class _Cfg(BaseModel):
@@ -116,6 +117,9 @@ class RunConfig(_Cfg):
     control: ControlConfig | None = Field(None, description="An optional negative control.")
     expect: ExpectConfig = Field(default_factory=ExpectConfig)
     grading: GradingConfig = Field(default_factory=GradingConfig)
+    train: TrainingConfig | None = Field(
+        None, description="The closed RL loop of `megaflow train` (docs/train-loop.md)."
+    )
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,96 @@
+"""The learning curve of a training run: one point per step and per held-out round.
+
+:class:`Curve` is what the loop keeps of its past (it rides in every
+checkpoint, so a resumed run continues the same curve) and what
+`megaflow train` writes at the end: ``curve.json`` and a PNG of the train
+reward per step and the held-out reward per evaluation round. matplotlib is
+imported only to draw (the ``train`` extra), with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StepPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    prompts: list[str] = Field(description="The instance ids of the step's groups, in order.")
+    reward_mean: float
+    loss: float | None = None
+    kl: float | None = None
+    weights_version: int = Field(description="The version the step's update produced.")
+    staleness_max: int = 0
+    samples: int = 0
+    dropped: int = 0
+    reweighted: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+class EvalPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(description="Steps trained before the round (0: before training).")
+    weights_version: int
+    reward_mean: float
+    resolved: float
+    samples: int
+
+
+class Curve(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    updates: bool = True
+    steps: list[StepPoint] = Field(default_factory=list)
+    evals: list[EvalPoint] = Field(default_factory=list)
+
+    def trained_prompts(self) -> list[str]:
+        return [p for s in self.steps for p in s.prompts]
+
+    def write(self, png: Path) -> tuple[Path, Path]:
+        """Write ``png`` and the JSON beside it (same name, ``.json``)."""
+        png.parent.mkdir(parents=True, exist_ok=True)
+        js = png.with_suffix(".json")
+        tmp = js.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.model_dump(mode="json"), indent=1))
+        tmp.replace(js)
+        self._draw(png)
+        return png, js
+
+    def _draw(self, png: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+        try:
+            if self.steps:
+                ax.plot(
+                    [s.step for s in self.steps],
+                    [s.reward_mean for s in self.steps],
+                    color="tab:blue", alpha=0.6, label="train reward (step)",
+                )  # fmt: skip
+            if self.evals:
+                ax.plot(
+                    [e.step for e in self.evals],
+                    [e.reward_mean for e in self.evals],
+                    "o-", color="tab:red", label="held-out reward",
+                )  # fmt: skip
+            ax.set_xlabel("training step")
+            ax.set_ylabel("reward")
+            values = [s.reward_mean for s in self.steps] + [e.reward_mean for e in self.evals]
+            ax.set_ylim(min([0.0, *values]) - 0.05, max([1.0, *values]) + 0.05)
+            ax.grid(alpha=0.3)
+            ax.legend(loc="best")
+            ax.set_title(f"{self.run_id}{'' if self.updates else ' (no updates)'}")
+            fig.tight_layout()
+            fig.savefig(png)
+        finally:
+            plt.close(fig)

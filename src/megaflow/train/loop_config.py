@@ -1,0 +1,98 @@
+"""The run config's ``train:`` section: what `megaflow train` does with a run.
+
+A run with a ``train:`` section (the trainer's :class:`TrainerConfig` and the
+loop's fields beside it) is a closed RL loop: its ``tasks`` (or the
+``train_split`` taken from them) are the prompts, ``samples`` of each form a
+GRPO group, and every step trains on ``prompts_per_step`` groups and pushes
+the new weights to the rollout backend. The ``held_out`` split is evaluated
+before training, every ``eval_every`` steps and at the end.
+
+Like every config section this imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from megaflow.train.config import TrainerConfig
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitConfig(_Cfg):
+    """A task set for training or evaluation: SWE-bench-style instances."""
+
+    path: str | None = Field(
+        None,
+        description="A task set directory, .json or .jsonl file (relative to the config); "
+        "None means the run's own `tasks`.",
+    )
+    instances: list[str] | None = Field(None, description="Only these instance ids.")
+    exclude: list[str] = Field(
+        default_factory=list, description="Leave these instance ids out (e.g. the held-out ones)."
+    )
+    limit: int | None = Field(None, ge=1, description="Only the first N instances.")
+
+
+class TrainingConfig(TrainerConfig):
+    """The closed loop: rollouts -> GRPO step -> new weights to the rollout backend.
+    The trainer's own fields (optimizer, loss, checkpoints) sit beside the loop's."""
+
+    train_split: SplitConfig = Field(
+        default_factory=SplitConfig, description="The prompts trained on; the run's tasks."
+    )
+    held_out: SplitConfig = Field(description="The split evaluated (never trained on).")
+    prompts_per_step: int = Field(4, ge=1, le=10_000, description="Groups per training step.")
+    steps: int = Field(10, ge=1, le=1_000_000, description="Training steps in the run.")
+    eval_every: int = Field(
+        5, ge=0, description="Evaluate the held-out split every K steps (0: before and at end)."
+    )
+    eval_samples: int = Field(1, ge=1, le=100, description="Samples of each held-out task.")
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: roll out, then train. async: the next steps' rollouts keep "
+        "running while a step trains.",
+    )
+    lookahead: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="async: steps of rollouts in flight ahead of training; max_staleness if None.",
+    )
+    max_staleness: int = Field(
+        1, ge=0, le=1_000, description="Oldest weights (in versions behind) a sample may use."
+    )
+    stale: Literal["drop", "reweight"] = Field(
+        "drop",
+        description="A sample older than max_staleness: dropped, or kept with its weight "
+        "multiplied by `reweight_decay` per version beyond the bound.",
+    )
+    reweight_decay: float = Field(0.5, gt=0, le=1)
+    updates: bool = Field(
+        True, description="false: the same loop without optimizer steps (the control)."
+    )
+    out_dir: str = Field(
+        ".megaflow/train", description="The learning curve goes to OUT_DIR/<run id>/."
+    )
+    curve: str | None = Field(
+        None,
+        description="Where the PNG learning curve goes (its JSON beside it, .json); "
+        "OUT_DIR/<run id>/curve.png if None.",
+    )
+
+    @model_validator(mode="after")
+    def _async_only(self) -> TrainingConfig:
+        if self.mode == "sync" and self.lookahead is not None:
+            raise ValueError("lookahead applies to mode: async only")
+        return self
+
+    @property
+    def ahead(self) -> int:
+        """Steps whose rollouts run ahead of the one being trained (0 in sync mode)."""
+        if self.mode == "sync":
+            return 0
+        return self.lookahead if self.lookahead is not None else max(1, self.max_staleness)
