@@ -59,7 +59,7 @@ class TaskBook:
         counts = self.by_run_state[run]
         counts[src] -= 1
         counts[dst] += 1
-        self.writer.transition(Transition(task_id, dst, error=error))
+        self.writer.transition(Transition(task_id, dst, None, error))
         if dst in TERMINAL_STATES:
             left = self.open[run] = self.open[run] - 1
             if left == 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from megaflow.core.errors import AlreadyExists
 from megaflow.core.events import Event
@@ -25,9 +26,11 @@ from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """A requested state change. ``expect`` guards against lost updates."""
+class Transition(NamedTuple):
+    """A requested state change. ``expect`` guards against lost updates.
+
+    A named tuple, not a dataclass: the scheduler makes one per state change,
+    and a tuple is the cheapest immutable record to build."""
 
     task_id: str
     dst: TaskState

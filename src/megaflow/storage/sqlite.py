@@ -26,6 +26,8 @@ from megaflow.storage.private import private_file, tighten
 from megaflow.storage.sqlite_schema import migrate
 
 _TASK_COLS = "id, run_id, seq, state, attempts, preemptions, updated_at, error, spec"
+_STATE = {s.value: s for s in TaskState}
+_VALUE = {s: s.value for s in TaskState}  # dict lookups: an enum's .value is a property
 
 
 def _record(row: tuple[object, ...]) -> TaskRecord:
@@ -118,6 +120,7 @@ class SqliteMetadataStore(MetadataStore):
                 TaskRecord(spec=t, state=TaskState.QUEUED, seq=last + i + 1, updated_at=now)
                 for i, t in enumerate(tasks)
             ]
+            queued = _VALUE[TaskState.QUEUED]
             conn.executemany(
                 "INSERT INTO tasks (id, run_id, seq, state, priority, updated_at, spec) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -126,7 +129,7 @@ class SqliteMetadataStore(MetadataStore):
                         r.spec.id,
                         r.spec.run_id,
                         r.seq,
-                        r.state.value,
+                        queued,
                         r.spec.priority,
                         now,
                         r.spec.model_dump_json(),
@@ -227,7 +230,7 @@ class SqliteMetadataStore(MetadataStore):
                     row[2] += 1
                 if t.error is not None:
                     row[4] = t.error
-            updates = [(r[0].value, *r[1:]) for r in rows.values()]
+            updates = [(_VALUE[r[0]], *r[1:]) for r in rows.values()]
             conn.executemany(
                 "UPDATE tasks SET state = ?, attempts = attempts + ?, "
                 "preemptions = preemptions + ?, updated_at = ?, "
@@ -247,7 +250,7 @@ class SqliteMetadataStore(MetadataStore):
             rows = self.conn.execute(
                 f"SELECT id, state FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall()
-            out.update({r[0]: TaskState(r[1]) for r in rows})
+            out.update({r[0]: _STATE[r[1]] for r in rows})
         return out
 
     # -- attempts and results ------------------------------------------------
