@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from megaflow.agent.config import AgentConfig
 from megaflow.agent.metrics import SampleOutcome, pass_at_k, percentile, summarize
-from megaflow.agent.routing import TaskRouter, expand_samples, group_id, identify_task_type
+from megaflow.agent.routing import TaskRouter, identify_task_type
 from megaflow.core.errors import InvalidInput
-from megaflow.core.tasks import ErrorKind, TaskResult, TaskSpec, TaskType
+from megaflow.core.tasks import TaskSpec, TaskType, group_id, sample_id
 from megaflow.core.trajectory import ModelCall, Trajectory
 
 SWE = {"problem_statement": "x", "FAIL_TO_PASS": ["t::a"], "PASS_TO_PASS": []}
@@ -72,60 +72,55 @@ def test_identify_task_type() -> None:
     assert identify_task_type(given_type, trainer_attached=True) == (TaskType.SYNTH, "given")
 
 
-def _traj(task: TaskSpec, status: str = "submitted") -> Trajectory:
-    t = Trajectory(id=f"tr-{task.id}", task_id=task.id, run_id="r", meta={"exit_status": status})
-    t.add(ModelCall(prompt_tokens=5, completion_tokens=2, token_ids=[1, 2], logprobs=[-0.1, -0.2]))
-    t.ended_at = t.started_at + 2
+def _traj(task: TaskSpec) -> Trajectory:
+    t = Trajectory(id=f"tr-{task.id}", task_id=task.id, run_id="r")
+    t.add(
+        ModelCall(
+            prompt_tokens=5, completion_tokens=2, prompt_token_ids=[7, 8],
+            token_ids=[1, 2], logprobs=[-0.1, -0.2],
+        )
+    )  # fmt: skip
     return t
 
 
-def test_eval_samples_and_pass_at_k() -> None:
-    router = TaskRouter(samples=3, ks=(1, 3))
-    task = TaskSpec(id="r/i1", run_id="r", payload=SWE)
-    plan = router.plan(task)
+def test_one_sample_id_scheme_and_its_group() -> None:
+    ids = [sample_id("r", "i1", n) for n in range(3)]
+    assert ids == ["r/i1/0", "r/i1/1", "r/i1/2"]
+    specs = [TaskSpec(id=i, run_id="r", sample=n) for n, i in enumerate(ids)]
+    assert {group_id(s) for s in specs} == {"r/i1"}
+    assert group_id(TaskSpec(id="r/t10", run_id="r", sample=0)) == "r/t10"  # not a sample id
+    assert group_id(TaskSpec(id="r/t/1", run_id="r", sample=0)) == "r/t/1"
+
+
+def test_annotate_eval_drops_token_data() -> None:
+    router = TaskRouter(samples=3)
+    task = TaskSpec(id="r/i1/0", run_id="r", payload=SWE)
+    traj = _traj(task)
+    plan = router.annotate(task, traj)
     assert (plan.task_type, plan.samples, plan.keep_token_data) == (TaskType.EVAL, 3, False)
-    samples = expand_samples(task, plan)
-    assert [s.id for s in samples] == ["r/i1:s0", "r/i1:s1", "r/i1:s2"]
-    assert {group_id(s) for s in samples} == {"r/i1"}
-    assert group_id(TaskSpec(id="run/inst/2", run_id="run", sample=2)) == "run/inst"
-    for s, ok in zip(samples, (True, False, False), strict=True):
-        traj = _traj(s)
-        router.record(s, TaskResult(task_id=s.id, success=ok, reward=float(ok)), traj)
-        assert traj.meta["task_type"] == "eval"
-        assert traj.meta["task_type_source"] == "identified"
-        assert traj.model_calls[0].token_ids is None  # token data only kept for train
-    m = router.metrics()
-    assert m.tasks == 1
-    assert m.pass_at_k[1] == pytest.approx(1 / 3)
-    assert m.pass_at_k[3] == 1.0
-    assert m.duration_mean_s == 2
+    assert traj.meta == {"task_type": "eval", "task_type_source": "identified", "group_id": "r/i1"}
+    call = traj.model_calls[0]
+    assert (call.prompt_token_ids, call.token_ids, call.logprobs) == (None, None, None)
+    assert call.completion_tokens == 2  # counts stay
 
 
-def test_train_keeps_a_group_with_token_data() -> None:
-    router = TaskRouter(samples=2, trainer_attached=True)
-    task = TaskSpec(id="i2", run_id="r", payload=SWE)
-    for s in expand_samples(task, router.plan(task)):
-        router.record(
-            s, TaskResult(task_id=s.id, success=s.sample == 0, reward=1.0 - s.sample), _traj(s)
-        )
-    (group,) = router.groups.values()
-    assert [reward for _, reward in group] == [1.0, 0.0]
-    assert all(t.model_calls[0].token_ids == [1, 2] for t, _ in group)
-    assert group[0][0].meta["task_type"] == "train"
-
-
-def test_synth_keeps_successful_trajectories() -> None:
-    router = TaskRouter(samples=1)
-    ok = TaskSpec(id="p1", run_id="r", payload={"prompt": "x"})
-    bad = TaskSpec(id="p2", run_id="r", payload={"prompt": "y"})
-    failed = TaskSpec(id="p3", run_id="r", payload={"prompt": "z"})
-    router.record(ok, TaskResult(task_id="p1"), _traj(ok))
-    router.record(bad, TaskResult(task_id="p2"), _traj(bad, status="step_limit"))
-    err = TaskResult(task_id="p3", error_kind=ErrorKind.AGENT, error="boom")
-    router.record(failed, err, _traj(failed))
-    assert [t.task_id for t in router.dataset] == ["p1"]
-    assert router.metrics().success_rate == pytest.approx(1 / 3)
-    assert router.metrics().errors == 1
+def test_annotate_train_keeps_token_data_and_synth_when_ungraded() -> None:
+    task = TaskSpec(id="r/i2/1", run_id="r", sample=1, payload=SWE)
+    traj = _traj(task)
+    plan = TaskRouter(trainer_attached=True).annotate(task, traj)
+    assert (plan.task_type, plan.source, plan.keep_token_data) == (
+        TaskType.TRAIN,
+        "identified",
+        True,
+    )
+    assert traj.model_calls[0].token_ids == [1, 2]
+    assert traj.model_calls[0].prompt_token_ids == [7, 8]
+    assert traj.meta["group_id"] == "r/i2"
+    plain = TaskSpec(id="r/p/0", run_id="r", payload={"prompt": "x"})
+    synth = TaskRouter().annotate(plain, _traj(plain), graded=False)
+    assert (synth.task_type, synth.keep_successful_only) == (TaskType.SYNTH, True)
+    given = TaskSpec(id="r/p/0", run_id="r", type=TaskType.TRAIN, payload={"prompt": "x"})
+    assert TaskRouter().annotate(given, _traj(given)).source == "given"
 
 
 def test_every_agent_config_has_its_tag() -> None:

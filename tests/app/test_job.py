@@ -74,7 +74,7 @@ async def test_gold_resolves_and_control_does_not(tmp_path: Path) -> None:
     assert not list((tmp_path / "sb").rglob("workspace"))
 
 
-async def test_agent_failure_is_recorded_and_not_retried(tmp_path: Path) -> None:
+async def test_agent_failure_is_a_sample_with_reward_0_not_retried(tmp_path: Path) -> None:
     cfg = parse_config(
         job_config(
             tmp_path,
@@ -89,10 +89,15 @@ async def test_agent_failure_is_recorded_and_not_retried(tmp_path: Path) -> None
         counts = await job.wait()
         (rec,) = await job.stores.metadata.list_tasks(job.run_id)
         result = await job.stores.metadata.get_result(rec.id)
-    assert counts[job.run_id] == {TaskState.FAILED: 1}
+        traj = json.loads(await job.stores.artifacts.get(result.artifacts["trajectory"]))
+    # ran to the end (SUCCEEDED), counted with reward 0 and its error, trajectory linked
+    assert counts[job.run_id] == {TaskState.SUCCEEDED: 1}
     assert rec.attempts == 1
+    assert (result.success, result.reward) == (False, 0.0)
     assert result.error_kind is ErrorKind.AGENT
     assert "problem_statement" in (result.error or "")
+    assert traj["meta"]["error_kind"] == "agent"
+    assert traj["meta"]["task_type"] == "synth"
 
 
 def test_bad_config_exits_2(tmp_path: Path) -> None:

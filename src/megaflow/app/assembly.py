@@ -5,7 +5,8 @@ names them, :func:`run_specs` records them, :func:`task_specs` loads their
 tasks (one per task and sample), :func:`arm_for` builds what runs each
 (agent, model client, grading) and :func:`base_spec` the sandbox every task
 starts from. :func:`parse_task` reads a task's payload once into a
-:class:`Task`, which the attempt and the summary use.
+:class:`Task`, which the attempt and the summary use; :func:`task_type` is the type a
+sample runs as, which its attempt records and the results show.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megaflow.agent.abstract import Agent
+from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.agent.factory import make_agent
+from megaflow.agent.routing import TaskRouter, TypeSource, identify_task_type
 from megaflow.config.models import InlineTasksConfig, RunConfig, SwebenchTasksConfig
 from megaflow.core.errors import ConfigError
-from megaflow.core.tasks import RunSpec, TaskSpec, Timeouts
+from megaflow.core.tasks import RunSpec, TaskSpec, TaskType, Timeouts, group_id, sample_id
 from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
-from megaflow.datasets.task_specs import instance_of, task_id, to_task_specs
+from megaflow.datasets.task_specs import instance_of, to_task_specs
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
 from megaflow.model.abstract import ModelClient
+from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
 
 CONTROL_SUFFIX = "-control"
@@ -34,11 +38,13 @@ _SANDBOX_MARGIN_S = 600.0  # a sandbox outlives its task's deadline by this much
 
 @dataclass
 class Arm:
-    """What runs the tasks of one run: its agent, its model client, how it is graded."""
+    """What runs the tasks of one run: its agent, its model client, how it is graded,
+    and its router (the sample's type and what its trajectory keeps)."""
 
     agent: Agent
     model: ModelClient
     grading: GradingConfig = field(default_factory=GradingConfig)
+    router: TaskRouter = field(default_factory=TaskRouter)
 
 
 @dataclass(frozen=True)
@@ -50,14 +56,23 @@ class Task:
 
     @property
     def group(self) -> str:
-        """What the samples of one task share: the instance id, else the id less its sample."""
-        if self.instance is not None:
-            return self.instance.instance_id
-        return self.spec.id.rsplit("/", 1)[0]
+        """What the samples of one task share (:func:`~megaflow.core.tasks.group_id`)."""
+        return group_id(self.spec)
 
 
 def parse_task(spec: TaskSpec) -> Task:
-    return Task(spec, instance_of(spec) if "instance_id" in spec.payload else None)
+    return Task(spec, instance_of(spec) if is_graded(spec) else None)
+
+
+def is_graded(spec: TaskSpec) -> bool:
+    """Whether the attempt grades the task: it carries a SWE-bench instance."""
+    return "instance_id" in spec.payload
+
+
+def task_type(spec: TaskSpec) -> tuple[TaskType, TypeSource]:
+    """The type a task of ``megaflow run`` runs as (no trainer is attached: a train
+    run names its type), as its attempt records it in the trajectory."""
+    return identify_task_type(spec, graded=is_graded(spec))
 
 
 def new_run_id(name: str) -> str:
@@ -89,10 +104,11 @@ def run_specs(cfg: RunConfig, run_id: str) -> list[RunSpec]:
 
 def arm_for(cfg: RunConfig, control: bool = False) -> Arm:
     """The main arm, or the control arm (its own model, and agent if it names one)."""
+    router = TaskRouter(samples=cfg.samples)
     if control and cfg.control is not None:
         agent = make_agent(cfg.control.agent or cfg.agent)
-        return Arm(agent, make_model_client(cfg.control.model), cfg.grading)
-    return Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading)
+        return Arm(agent, make_model_client(cfg.control.model), cfg.grading, router)
+    return Arm(make_agent(cfg.agent), make_model_client(cfg.model), cfg.grading, router)
 
 
 def base_spec(cfg: RunConfig) -> EnvironmentSpec:
@@ -103,6 +119,31 @@ def base_spec(cfg: RunConfig) -> EnvironmentSpec:
         resources=SandboxResources(cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids),
         ttl_s=cfg.deadline_s + _SANDBOX_MARGIN_S,
     )
+
+
+def sampling_temperature(cfg: RunConfig) -> float | None:
+    """The temperature the run samples at: the agent's if it sets one, else the
+    model backend's; ``None`` when neither says (the backend decides)."""
+    if isinstance(cfg.agent, BuiltinAgentConfig) and cfg.agent.temperature is not None:
+        return cfg.agent.temperature
+    if isinstance(cfg.model, TransformersModelConfig):
+        return cfg.model.temperature
+    return None
+
+
+def submit_warnings(cfg: RunConfig) -> list[str]:
+    """What is likely wrong with a run that is still valid: a train run whose
+    ``samples`` per task would all be the same episode (greedy or unset temperature)."""
+    out = []
+    temp = sampling_temperature(cfg)
+    if cfg.task_type is TaskType.TRAIN and cfg.samples > 1 and not temp:
+        said = "unset" if temp is None else "0"
+        out.append(
+            f"train run with samples: {cfg.samples} at temperature {said}: the "
+            f"{cfg.samples} samples of each group are likely identical, so their GRPO "
+            "advantages are all 0; set agent.temperature (or the model's) above 0"
+        )
+    return out
 
 
 def _resolve(path: str, config_dir: Path | None) -> Path:
@@ -151,7 +192,7 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
     assert isinstance(src, InlineTasksConfig)
     return [
         TaskSpec(
-            id=task_id(run_id, t.id, n),
+            id=sample_id(run_id, t.id, n),
             run_id=run_id,
             type=cfg.task_type,
             sample=n,

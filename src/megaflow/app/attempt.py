@@ -12,7 +12,20 @@ and cancellation, so none is leaked.
 
 Tasks that carry a SWE-bench instance in their payload are prepared and
 graded as such; any other task runs in an empty workspace and is not graded
-(its type is ``synth``: a clean submission is its success).
+(its type is ``synth``: a clean submission is its success). The arm's
+:class:`~megaflow.agent.routing.TaskRouter` records each sample's type and
+group in its trajectory and drops token data from ``eval`` and ``synth`` ones.
+
+Every sample is counted. An agent that ends by a limit (steps, tokens,
+time) is graded like any other. An agent that fails on its own
+(:class:`AgentError`, such as too many malformed answers, or a
+:class:`ModelError` answer) still has its patch taken and graded (the report
+is kept as evidence), but its result has reward 0, ``success`` false and
+``error_kind`` ``agent``: the attempt *returns* that result, so the task
+ends SUCCEEDED (ran to the end and was graded) with reward 0, a stored
+trajectory and its error; it is a sample the policy earned, not a lost one.
+Infrastructure errors still raise (the scheduler retries them) and their
+trajectory is kept as evidence.
 """
 
 from __future__ import annotations
@@ -24,10 +37,10 @@ import time
 from collections.abc import AsyncIterator
 
 from megaflow.agent.abstract import error_kind, new_trajectory
-from megaflow.app.assembly import Arm, parse_task
+from megaflow.app.assembly import Arm, is_graded, parse_task
 from megaflow.core.errors import AgentError
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import TaskResult, TaskSpec
+from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
 from megaflow.core.trajectory import Trajectory
 from megaflow.datasets.candidate import Candidate, extract_patch
 from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
@@ -78,7 +91,7 @@ class AgentExecutor(TaskExecutor):
                 if instance is not None:
                     await prepare_sandbox(sandbox, instance)
                 prepare_s = time.perf_counter() - t0 - start_s
-                traj, agent_s = await self._run_agent(ctx, arm, sandbox)
+                traj, agent_s, failure = await self._run_agent(ctx, arm, sandbox)
                 ctx.stage(TaskState.GRADING)
                 t2 = time.perf_counter()
                 candidate = None
@@ -92,7 +105,7 @@ class AgentExecutor(TaskExecutor):
                 report = await self._grade(task, spec, instance, candidate, times, strict)
             times["grade_s"] = time.perf_counter() - t2
             patch = candidate.patch if candidate is not None else None
-            return await self._finish(ctx, traj, report, patch, times)
+            return await self._finish(ctx, traj, report, patch, times, failure)
         except BaseException as exc:
             if self.metrics is not None:
                 self.metrics.task_failed(task.run_id, error_kind(exc).value)
@@ -114,20 +127,38 @@ class AgentExecutor(TaskExecutor):
 
     async def _run_agent(
         self, ctx: TaskContext, arm: Arm, sandbox: Sandbox
-    ) -> tuple[Trajectory, float]:
+    ) -> tuple[Trajectory, float, Exception | None]:
+        """The agent's episode, its time, and the agent's own failure if it had one."""
         task = ctx.spec
         ctx.stage(TaskState.RUNNING)
         traj = new_trajectory(task, ctx.attempt)
         t1 = time.perf_counter()
         try:
             await arm.agent.run(task, sandbox, arm.model, traj)
-        except BaseException as exc:
-            # Keep what was recorded: a failed attempt's trajectory is evidence.
-            traj.meta.setdefault("error_kind", error_kind(exc).value)
-            prefix = artifact_prefix(task, ctx.attempt)
-            await asyncio.shield(self._put_json(f"{prefix}/trajectory.json", traj))
+        except Exception as exc:
+            if classify(exc) is Outcome.AGENT:
+                arm.router.annotate(task, traj, graded=is_graded(task))
+                return traj, time.perf_counter() - t1, exc
+            await self._keep_evidence(ctx, arm, traj, exc)
             raise
-        return traj, time.perf_counter() - t1
+        except BaseException as exc:
+            await self._keep_evidence(ctx, arm, traj, exc)
+            raise
+        arm.router.annotate(task, traj, graded=is_graded(task))
+        return traj, time.perf_counter() - t1, None
+
+    async def _keep_evidence(
+        self,
+        ctx: TaskContext,
+        arm: Arm,
+        traj: Trajectory,
+        exc: BaseException,
+    ) -> None:
+        """Keep what was recorded: a failed attempt's trajectory is evidence."""
+        traj.meta.setdefault("error_kind", error_kind(exc).value)
+        arm.router.annotate(ctx.spec, traj, graded=is_graded(ctx.spec))
+        prefix = artifact_prefix(ctx.spec, ctx.attempt)
+        await asyncio.shield(self._put_json(f"{prefix}/trajectory.json", traj))
 
     async def _grade(
         self,
@@ -157,6 +188,7 @@ class AgentExecutor(TaskExecutor):
         report: GradeReport | None,
         patch: bytes | None,
         times: dict[str, float],
+        failure: Exception | None = None,
     ) -> TaskResult:
         task = ctx.spec
         prefix = artifact_prefix(task, ctx.attempt)
@@ -169,8 +201,11 @@ class AgentExecutor(TaskExecutor):
         await self._put_json(f"{prefix}/trajectory.json", traj)
         success = report.resolved if report else traj.meta.get("exit_status") == "submitted"
         reward = report.reward if report else float(success)
+        error = report.error if report else None
+        if failure is not None:  # the agent's own failure: a sample with reward 0
+            success, reward, error = False, 0.0, f"{type(failure).__name__}: {failure}"
         if self.metrics is not None:
-            kind = str(traj.meta.get("task_type") or (task.type.value if task.type else "eval"))
+            kind = str(traj.meta["task_type"])
             total = sum(times[k] for k in ("sandbox_start_s", "prepare_s", "agent_s", "grade_s"))
             self.metrics.task_done(task.run_id, kind, total, success, reward)
             for call in traj.model_calls:
@@ -187,7 +222,8 @@ class AgentExecutor(TaskExecutor):
                 "tokens": float(traj.tokens),
             },
             artifacts=artifacts,
-            error=report.error if report else None,
+            error_kind=ErrorKind.AGENT if failure is not None else None,
+            error=error,
         )
 
     async def _put_json(self, key: str, obj: Trajectory | GradeReport) -> None:

@@ -6,14 +6,20 @@
         runs = await job.submit()          # the run, and its control arm if any
         await job.wait()
 
-A job owns every resource it starts (stores, runtime, sandbox pool, model
-clients, scheduler) and releases them in reverse order on every path.
+More tasks can be queued to a running job with :meth:`Job.submit_tasks` (a
+training loop's batch per step; :func:`megaflow.app.groups.finished_groups`
+yields their groups as they finish). :attr:`Job.warnings` are what
+:meth:`Job.submit` logged about a run that is valid but likely wrong (a
+train run sampling at temperature 0). A job owns every resource it starts
+(stores, runtime, sandbox pool, model clients, scheduler) and releases them
+in reverse order on every path.
 ``Job.resume(run_id)`` rebuilds the same services from the config stored
 with the run and finishes it after a crash.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -28,11 +34,13 @@ from megaflow.app.assembly import (
     new_run_id,
     run_ids,
     run_specs,
+    submit_warnings,
     task_specs,
 )
 from megaflow.app.attempt import AgentExecutor
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
+from megaflow.core.errors import InvalidInput
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
@@ -45,6 +53,8 @@ from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.factory import Stores
+
+log = logging.getLogger(__name__)
 
 
 class Job(Lifecycle):
@@ -68,6 +78,7 @@ class Job(Lifecycle):
         self.started_at = 0.0
         self._started: list[Any] = []
         self._planned: dict[str, list[TaskSpec]] | None = None
+        self.warnings: list[str] = submit_warnings(cfg)
 
     @property
     def run_ids(self) -> list[str]:
@@ -138,10 +149,27 @@ class Job(Lifecycle):
     async def submit(self) -> list[RunSpec]:
         """Record and queue the run (and its control arm)."""
         planned = self.plan()
+        for warning in self.warnings:
+            log.warning("run %s: %s", self.run_id, warning)
         runs = run_specs(self.cfg, self.run_id)
         for run in runs:
             await self.sched.submit(run, planned[run.id])
         return runs
+
+    async def submit_tasks(self, tasks: list[TaskSpec]) -> None:
+        """Queue more tasks to the job's runs (each task names its run: the main one
+        or its control), e.g. a training step's batch. Their ids must be new."""
+        runs = {r.id: r for r in run_specs(self.cfg, self.run_id)}
+        by_run: dict[str, list[TaskSpec]] = {}
+        for t in tasks:
+            if t.run_id not in runs:
+                raise InvalidInput(
+                    f"task {t.id} names run {t.run_id}, which is not one of this job's "
+                    f"runs ({', '.join(runs)})"
+                )
+            by_run.setdefault(t.run_id, []).append(t)
+        for rid, batch in by_run.items():
+            await self.sched.submit(runs[rid], batch)
 
     async def resume(self) -> None:
         for rid in self.run_ids:

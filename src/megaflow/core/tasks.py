@@ -155,6 +155,20 @@ class TaskSpec(Model):
         return check_id(v)
 
 
+def sample_id(run_id: str, task: str, sample: int) -> str:
+    """The id of one sample of a task in a run: ``<run>/<task>/<n>``, the only scheme."""
+    return f"{run_id}/{task}/{sample}"
+
+
+def group_id(task: TaskSpec) -> str:
+    """What the samples of one task share: the id less its ``/<n>`` (``<run>/<task>``).
+    A task whose id does not end in its sample number is a group of its own."""
+    suffix = f"/{task.sample}"
+    if task.id.endswith(suffix) and len(task.id) > len(suffix):
+        return task.id[: -len(suffix)]
+    return task.id
+
+
 class RunSpec(Model):
     """A run: a named batch of tasks sharing one config."""
 

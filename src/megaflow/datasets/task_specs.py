@@ -4,6 +4,7 @@ The payload of each task is the instance itself as plain JSON, with the keys
 agreed with the agent service: ``instance_id``, ``problem_statement``,
 ``patch`` (gold), ``test_patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``,
 ``repo``, ``base_commit`` and ``megaflow_source`` (with an absolute path).
+Sample ids are :func:`megaflow.core.tasks.sample_id`'s ``<run>/<instance>/<n>``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from megaflow.core.tasks import TaskSpec, TaskType
+from megaflow.core.tasks import TaskSpec, TaskType, sample_id
 from megaflow.datasets.instance import SWEInstance
-
-
-def task_id(run_id: str, instance_id: str, sample: int) -> str:
-    return f"{run_id}/{instance_id}/{sample}"
 
 
 def to_task_specs(
@@ -32,7 +29,7 @@ def to_task_specs(
         raise ValueError(f"samples must be at least 1, got {samples}")
     return [
         TaskSpec(
-            id=task_id(run_id, inst.instance_id, n),
+            id=sample_id(run_id, inst.instance_id, n),
             run_id=run_id,
             type=task_type,
             sample=n,
