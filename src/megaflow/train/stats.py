@@ -1,0 +1,34 @@
+"""What one optimizer step did, as the trainer reports it.
+
+Torch-free, so the loop, the CLI and exports can read it without the
+``train`` extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One step of :class:`megaflow.train.trainer.Trainer`; token figures are over
+    the trained tokens of every rank."""
+
+    step: int  # optimizer steps taken so far, this one included
+    weights_version: int  # the version of the weights after the step
+    updated: bool  # False when the step had no trainable token and changed nothing
+    loss: float  # the step's aggregated loss
+    mean_ratio: float  # mean importance ratio new/sampler over trained tokens
+    clip_fraction: float  # share of trained tokens whose clipped term was taken
+    kl: float  # mean k3 KL to the reference model (0 without one)
+    grad_norm: float  # global gradient norm before clipping
+    tokens: int  # trained (generated) tokens
+    samples: int  # samples that took part in the loss
+    groups: int  # groups given
+    zero_advantage_groups: int  # groups whose unmasked rewards were all equal
+    masked_samples: int  # samples left out as infrastructure failures
+    seconds: float  # wall time of the step
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
