@@ -1,4 +1,13 @@
-"""The figures a finished job reports, computed from what the stores hold."""
+"""The figures a finished job reports, computed from what the stores hold.
+
+Every sample is counted. A sample that ran to the end (SUCCEEDED) is in the
+metrics with its reward, an agent's own failure with reward 0 and as an
+error. A *masked* sample (its task ended FAILED, TIMED_OUT or CANCELLED: no
+graded result) is left out of the reward and pass@k figures and counted on
+its own; its task time is its attempts' real time, never a 0. A job whose
+samples are not all graded, or all errored, fails its checks, so `megaflow
+run` exits 1 for it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,7 @@ from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summar
 from megaflow.app.assembly import parse_task
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import TaskRecord, TaskResult
+from megaflow.core.tasks import Attempt, TaskRecord, TaskResult
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -24,6 +33,8 @@ class ArmSummary:
     start_p99_s: float
     grade_start_p50_s: float = 0.0
     grade_start_p99_s: float = 0.0
+    masked: int = 0
+    """Samples without a graded result (failed, timed out, cancelled)."""
 
     @property
     def total(self) -> int:
@@ -55,17 +66,22 @@ class JobSummary:
         return complete and all(ok for _, ok, _ in self.checks)
 
 
-def _outcome(rec: TaskRecord, res: TaskResult | None) -> SampleOutcome:
+_STAGES = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
+
+
+def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:
     m = res.metrics if res else {}
+    if any(k in m for k in _STAGES):
+        duration = sum(m.get(k, 0.0) for k in _STAGES)
+    else:  # no stage times (the attempt raised): the attempts' wall time
+        duration = sum((a.ended_at or a.started_at) - a.started_at for a in attempts)
     return SampleOutcome(
         task_id=parse_task(rec.spec).group,
         success=bool(res and res.success),
         reward=res.reward if res else 0.0,
         steps=int(m.get("steps", 0)),
         tokens=int(m.get("tokens", 0)),
-        duration_s=sum(
-            m.get(k, 0.0) for k in ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
-        ),
+        duration_s=duration,
         error_kind=(res.error_kind.value if res and res.error_kind else None)
         if rec.state is TaskState.SUCCEEDED
         else rec.state.value,
@@ -75,10 +91,23 @@ def _outcome(rec: TaskRecord, res: TaskResult | None) -> SampleOutcome:
 async def summarize_arm(store: MetadataStore, run_id: str, arm: str, samples: int) -> ArmSummary:
     records = await store.list_tasks(run_id)
     results = {r.task_id: r for r in await store.list_results(run_id)}
-    outcomes = [_outcome(rec, results.get(rec.id)) for rec in records]
-    ks = sorted({1, samples})
-    metrics = summarize(outcomes, ks)
-    finished = [o for o, rec in zip(outcomes, records, strict=True) if rec.id in results]
+    outcomes = [
+        _outcome(
+            rec,
+            results.get(rec.id),
+            [] if rec.state is TaskState.SUCCEEDED else await store.list_attempts(rec.id),
+        )
+        for rec in records
+    ]
+    graded = [
+        o for o, rec in zip(outcomes, records, strict=True) if rec.state is TaskState.SUCCEEDED
+    ]
+    masked = sum(
+        1 for rec in records if rec.state.terminal and rec.state is not TaskState.SUCCEEDED
+    )
+    metrics = summarize(graded, sorted({1, samples}))
+    metrics.errors += masked
+    finished = [o for o, rec in zip(outcomes, records, strict=True) if rec.state.terminal]
     times = [o.duration_s for o in finished]
     done = [results[rec.id].metrics for rec in records if rec.id in results]
     starts = [m.get("sandbox_start_s", 0.0) for m in done]
@@ -94,11 +123,17 @@ async def summarize_arm(store: MetadataStore, run_id: str, arm: str, samples: in
         start_p99_s=percentile(starts, 99) if starts else 0.0,
         grade_start_p50_s=percentile(grade_starts, 50) if grade_starts else 0.0,
         grade_start_p99_s=percentile(grade_starts, 99) if grade_starts else 0.0,
+        masked=masked,
     )
 
 
 def checks(cfg: RunConfig, arms: list[ArmSummary]) -> list[tuple[str, bool, str]]:
     out: list[tuple[str, bool, str]] = []
+    for a in arms:
+        graded = a.total - a.masked
+        out.append((f"{a.arm}: every sample graded", a.masked == 0, f"{graded}/{a.total}"))
+        ok = a.total - a.metrics.errors
+        out.append((f"{a.arm}: not every sample errored", ok > 0, f"{ok} without an error"))
     main = next(a for a in arms if a.arm == "main")
     if cfg.expect.min_resolved is not None:
         want = cfg.expect.min_resolved

@@ -1,5 +1,12 @@
 """``megaflow status | results | export``: look at runs in the metadata store
-(``--db`` a SQLite file, or ``--config`` a run or cluster config naming any store)."""
+(``--db`` a SQLite file, or ``--config`` a run or cluster config naming any store).
+
+Each result row names the sample's type (as its attempt ran it), its group
+and whether it is *masked*: its task ended without a graded result (failed,
+timed out, cancelled), so it has no reward (``null``, never 0).
+``export --training`` writes the token-level training rows instead
+(:mod:`megaflow.app.training_export`).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from megaflow.app.assembly import task_type
 from megaflow.cli.common import ConfigOption, DbOption, console, fail, with_store
 from megaflow.core.states import TaskState
+from megaflow.core.tasks import group_id
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -56,16 +65,21 @@ async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
     out = []
     for rec in await store.list_tasks(run_id):
         res = results.get(rec.id)
+        kind, source = task_type(rec.spec)
+        masked = rec.state.terminal and rec.state is not TaskState.SUCCEEDED
         out.append(
             {
                 "task_id": rec.id,
                 "run_id": run_id,
-                "type": rec.spec.type.value if rec.spec.type else None,
+                "group_id": group_id(rec.spec),
+                "type": kind.value,
+                "type_source": source,
                 "state": rec.state.value,
+                "masked": masked,
                 "attempts": rec.attempts,
                 "preemptions": rec.preemptions,
                 "success": res.success if res else None,
-                "reward": res.reward if res else None,
+                "reward": res.reward if res and not masked else None,
                 "error_kind": res.error_kind.value if res and res.error_kind else None,
                 "error": (res.error if res else None) or rec.error,
                 "metrics": res.metrics if res else {},
@@ -90,12 +104,13 @@ def results(
         print(json.dumps(rows, indent=2))
         return
     table = Table(title=f"results of {run_id}")
-    for col in ("task", "state", "attempts", "success", "reward", "error"):
+    for col in ("task", "type", "state", "attempts", "success", "reward", "error"):
         table.add_column(col)
     for r in rows:
         table.add_row(
             r["task_id"],
-            r["state"],
+            r["type"],
+            r["state"] + (" (masked)" if r["masked"] else ""),
             str(r["attempts"]),
             "" if r["success"] is None else ("yes" if r["success"] else "no"),
             "" if r["reward"] is None else f"{r['reward']:.3f}",
@@ -104,7 +119,10 @@ def results(
     console.print(table)
     done = [r for r in rows if r["success"] is not None]
     solved = sum(1 for r in done if r["success"])
-    console.print(f"{len(rows)} tasks, {len(done)} with results, {solved} successful")
+    masked = sum(1 for r in rows if r["masked"])
+    console.print(
+        f"{len(rows)} tasks, {len(done)} with results, {solved} successful, {masked} masked"
+    )
 
 
 def export(

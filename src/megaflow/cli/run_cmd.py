@@ -75,6 +75,8 @@ async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
         else:
             await job.submit()
         console.print(f"run [bold]{job.run_id}[/]: " + ", ".join(job.run_ids))
+        for warning in job.warnings:
+            console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
         done = asyncio.Event()
         with progress:
             watcher = asyncio.create_task(_watch(job, progress, done))
@@ -108,7 +110,8 @@ def _print(job: Job, s: JobSummary) -> None:
         *((f"pass@{k}", [f"{a.metrics.pass_at_k.get(k, 0.0):.1%}" for a in s.arms]) for k in ks),
         ("reward mean ± std", [f"{a.metrics.reward_mean:.2f} ± {a.metrics.reward_std:.2f}"
                                for a in s.arms]),
-        ("errors", [str(a.metrics.errors) for a in s.arms]),
+        ("errors (masked: no graded result)",
+         [f"{a.metrics.errors} ({a.masked})" for a in s.arms]),
         ("task time P50 / P99", [f"{a.task_p50_s:.2f} / {a.task_p99_s:.2f} s" for a in s.arms]),
         ("sandbox start P50 / P99",
          [f"{a.start_p50_s * 1000:.1f} / {a.start_p99_s * 1000:.1f} ms" for a in s.arms]),
