@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
 from megaflow.app.agent_runs import ClusterAgentExecutor
 from megaflow.environment.factory import make_runtime
-from megaflow.model.control import LocalModelControl
 from megaflow.monitoring.environment import EnvironmentMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
-from megaflow.rpc.auth import BearerAuthMiddleware
+from megaflow.rpc.auth import BearerAuthMiddleware, check_bearer
 from megaflow.rpc.config import ClusterConfig, Service
 from megaflow.rpc.environment_server import EnvironmentServicer
 from megaflow.rpc.metrics_http import ModelServiceCollector, serve_asgi, serve_metrics
@@ -131,10 +131,11 @@ async def _serve_model(
             lambda: service.router.outstanding,
         )
     )  # fmt: skip
-    app = BearerAuthMiddleware(create_app(service), token)
+    authorize = functools.partial(check_bearer, token=token)
+    app = BearerAuthMiddleware(create_app(service, authorize=authorize), token)
     await serve_asgi(stack, app, cfg.model.listen, cfg.model.http_port, cfg.tls, "model gateway")
     server = _server(cfg, "model", token)
-    server.add(ModelControlServicer(LocalModelControl(service.router)).register, "model")
+    server.add(ModelControlServicer(service.control).register, "model")
     await server.start()
     stack.push_async_callback(server.stop)
     return server

@@ -30,7 +30,7 @@ def _load(config: Path | None) -> GatewayConfig:
 async def _serve(cfg: GatewayConfig, token: str, token_file: Path) -> None:
     from megaflow.model.factory import make_model_service
     from megaflow.model.gateway import GatewayServer
-    from megaflow.rpc.auth import BearerAuthMiddleware
+    from megaflow.rpc.auth import BearerAuthMiddleware, check_bearer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -38,8 +38,11 @@ async def _serve(cfg: GatewayConfig, token: str, token_file: Path) -> None:
         loop.add_signal_handler(sig, stop.set)
     service = make_model_service(cfg.model)
     wrap = functools.partial(BearerAuthMiddleware, token=token)
+    authorize = functools.partial(check_bearer, token=token)
     limit = cfg.max_body_mb * 1024 * 1024
-    async with GatewayServer(service, cfg.host, cfg.port, wrap=wrap, max_body_bytes=limit) as gw:
+    async with GatewayServer(
+        service, cfg.host, cfg.port, wrap=wrap, max_body_bytes=limit, authorize=authorize
+    ) as gw:
         console.print(
             f"model gateway serving [bold]{service.name}[/] ({cfg.model.type}) at {gw.base_url}",
             highlight=False,

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.core.errors import ModelError
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.trajectory import ModelCall
 
@@ -24,6 +26,11 @@ TRAJECTORY_HEADER = "X-MegaFlow-Trajectory"
 
 UNASSIGNED = "unassigned"
 """Trajectory id under which calls without one are recorded."""
+
+Weights = Mapping[str, Any] | str
+"""New weights for a backend: a state dict (parameter name -> full, unsharded torch
+tensor) handed over in-process, or a path to a safetensors file or a Hugging Face
+model directory, read where the backend runs."""
 
 
 class ChatRequest(BaseModel):
@@ -82,6 +89,18 @@ class Completion(BaseModel):
         return list(self.message.get("tool_calls") or [])
 
 
+class WeightsUpdate(BaseModel):
+    """The body of the gateway's ``POST /v1/weights``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        description="A safetensors file or model directory, as the serving side sees it.",
+    )
+    version: int = Field(ge=1, description="The new weights version; above the served one.")
+
+
 class CallContext(BaseModel):
     """What a backend may know about the call besides the request."""
 
@@ -115,6 +134,8 @@ class Backend(abc.ABC):
     TransportError (retried by the router) or MegaFlowTimeout."""
 
     name: str = "backend"
+    weights_version: int = 0
+    """The version of the weights this replica serves; 0 until the first update."""
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Open connections or load weights."""
@@ -124,6 +145,14 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion: ...
+
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        """Serve ``weights`` as ``version`` from now on; calls in flight finish on the
+        weights they started with. Backends that cannot take weights raise ModelError."""
+        raise ModelError(f"{self.name} cannot take new weights")
+
+    def release(self, trajectory_id: str) -> None:  # noqa: B027 - optional hook
+        """Forget what the backend keeps for a trajectory (its token state)."""
 
 
 class ModelClient(Lifecycle, abc.ABC):

@@ -4,7 +4,7 @@ Both implement :class:`~megaflow.model.abstract.ModelClient`, and both end in
 the same :meth:`ModelService.complete`, so recording does not depend on the
 path. The HTTP client maps the gateway's error answers back onto the MegaFlow
 exception tree: 502 -> TransportError, 504 -> MegaFlowTimeout, 400 ->
-InvalidInput, anything else -> ModelError.
+InvalidInput, 401 -> AuthError, anything else -> ModelError.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from megaflow.core.errors import (
+    AuthError,
     InvalidInput,
     MegaFlowTimeout,
     ModelError,
@@ -22,6 +23,7 @@ from megaflow.core.errors import (
 )
 from megaflow.core.trajectory import ModelCall
 from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion, ModelClient
+from megaflow.model.control import LocalModelControl
 from megaflow.model.service import ModelService
 
 
@@ -31,6 +33,12 @@ class InProcessModelClient(ModelClient):
     def __init__(self, service: ModelService, *, owns_service: bool = True) -> None:
         self.service = service
         self.owns_service = owns_service
+
+    @property
+    def control(self) -> LocalModelControl:
+        """The service's model control: ``await client.control.update_weights(sd, v)``
+        pushes a trainer's state dict to every replica this client reaches."""
+        return self.service.control
 
     async def start(self) -> None:
         if self.owns_service:
@@ -75,6 +83,8 @@ def _raise_for(response: httpx.Response) -> None:
     text = f"gateway answered {status}: {message}"
     if status == 400 or status == 422:
         raise InvalidInput(text)
+    if status == 401:
+        raise AuthError(text)
     if status == 404:
         raise NotFound(text)
     if status == 502:
@@ -148,8 +158,10 @@ class HttpModelClient(ModelClient):
                 finish_reason=choice.get("finish_reason") or "stop",
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 completion_tokens=int(usage.get("completion_tokens", 0)),
+                prompt_token_ids=ext.get("prompt_token_ids"),
                 token_ids=ext.get("token_ids"),
                 logprobs=ext.get("logprobs"),
+                weights_version=ext.get("weights_version"),
                 model=str(data.get("model", "")),
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:

@@ -76,6 +76,14 @@ class OpenAIModelConfig(_Routed):
     request_logprobs: bool = Field(
         False, description="Ask upstream for logprobs (and token ids, on vLLM)."
     )
+    weight_sync: Literal["none", "vllm", "sglang"] = Field(
+        "none",
+        description="How new weights reach the server: 'vllm' (dev-mode /collective_rpc "
+        "reload), 'sglang' (/update_weights_from_disk), or 'none' (it cannot take them).",
+    )
+    weight_sync_timeout_s: float = Field(
+        600, gt=0, description="Longest wait for the server to load new weights."
+    )
 
     def backends(self) -> list[Backend]:
         from megaflow.model.openai_compat import OpenAIBackend
@@ -88,6 +96,8 @@ class OpenAIModelConfig(_Routed):
                 timeout_s=self.timeout_s,
                 max_connections=self.max_concurrency,
                 request_logprobs=self.request_logprobs,
+                weight_sync=self.weight_sync,
+                weight_sync_timeout_s=self.weight_sync_timeout_s,
             )
             for url in [self.base_url, *self.replicas]
         ]
@@ -104,13 +114,19 @@ class TransformersModelConfig(_Routed):
     max_new_tokens: int = Field(256, ge=1, description="Default generation length.")
     temperature: float = Field(0.0, ge=0, description="0 means greedy decoding.")
     max_concurrency: int = Field(1, ge=1, description="Generations at once.")
+    max_token_states: int = Field(
+        1024, ge=1, description="Trajectories whose tokens are kept for token-in prompts."
+    )
 
     def backends(self) -> list[Backend]:
         from megaflow.model.transformers_lm import TransformersBackend
 
         return [
             TransformersBackend(
-                self.model, max_new_tokens=self.max_new_tokens, temperature=self.temperature
+                self.model,
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                max_token_states=self.max_token_states,
             )
         ]
 

@@ -1,4 +1,5 @@
-"""Model control: list, add and drain the backend replicas behind a model router.
+"""Model control: list, add and drain the backend replicas behind a model router,
+and push new weights to them.
 
 Inference stays on the OpenAI-compatible HTTP gateway; this is the operator's
 side. :class:`LocalModelControl` works on a :class:`~megaflow.model.routing.Router`
@@ -9,6 +10,10 @@ Draining takes a replica out of the router's rotation at once (no new call
 picks it), waits for its calls in flight to finish, then stops its backend.
 The last routed replica cannot be drained: the router would have nowhere to
 send a request.
+
+A weights update goes to every routed replica at once; each finishes the
+calls it is running on the old weights, then serves the new version. If a
+replica refuses, the error names it and the versions every replica serves.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import itertools
 
 from pydantic import BaseModel, ConfigDict
 
-from megaflow.core.errors import InvalidInput, MegaFlowTimeout, NotFound
+from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, NotFound
+from megaflow.model.abstract import Weights
 from megaflow.model.config import ModelConfig
-from megaflow.model.factory import make_backends
 from megaflow.model.routing import Replica, Router
 
 
@@ -34,6 +39,7 @@ class BackendStatus(BaseModel):
     draining: bool = False
     outstanding: int = 0
     served: int = 0
+    weights_version: int = 0
 
 
 class ModelControl(abc.ABC):
@@ -47,6 +53,11 @@ class ModelControl(abc.ABC):
     @abc.abstractmethod
     async def drain(self, name: str, timeout_s: float = 60.0) -> BackendStatus:
         """Stop routing to ``name``; return once its calls in flight finished."""
+
+    @abc.abstractmethod
+    async def update_weights(self, weights: Weights, version: int) -> list[BackendStatus]:
+        """Serve ``weights`` as ``version`` on every routed replica; their new statuses.
+        Over RPC, ``weights`` is a path the serving side can read."""
 
 
 class LocalModelControl(ModelControl):
@@ -72,13 +83,14 @@ class LocalModelControl(ModelControl):
             draining=draining,
             outstanding=replica.outstanding,
             served=replica.served,
+            weights_version=replica.backend.weights_version,
         )
 
     async def list_backends(self) -> list[BackendStatus]:
         return [self._status(r) for r in self.router.replicas] + list(self._drained.values())
 
     async def register_backend(self, config: ModelConfig) -> list[BackendStatus]:
-        backends = make_backends(config)
+        backends = config.backends()
         for b in backends:
             await b.start()
         added = [Replica(b) for b in backends]
@@ -108,3 +120,24 @@ class LocalModelControl(ModelControl):
         status = self._status(replica, draining=True)
         self._drained[name] = status
         return status
+
+    async def update_weights(self, weights: Weights, version: int) -> list[BackendStatus]:
+        replicas = list(self.router.replicas)
+        results = await asyncio.gather(
+            *(r.backend.update_weights(weights, version) for r in replicas),
+            return_exceptions=True,
+        )
+        failed = [(r, e) for r, e in zip(replicas, results, strict=True) if e is not None]
+        for _, exc in failed:
+            if not isinstance(exc, Exception):
+                raise exc  # a cancellation or exit, not a refusal
+        if failed:
+            if len(failed) == len(replicas) and isinstance(failed[0][1], InvalidInput):
+                raise failed[0][1]  # e.g. a stale version, refused alike by all
+            served = {self._name(r): r.backend.weights_version for r in replicas}
+            reasons = "; ".join(f"{self._name(r)}: {e}" for r, e in failed)
+            raise ModelError(
+                f"weights version {version} was refused by {len(failed)} of {len(replicas)} "
+                f"backends ({reasons}); versions served now: {served}"
+            )
+        return [self._status(r) for r in replicas]

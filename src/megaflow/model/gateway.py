@@ -3,8 +3,15 @@
 Endpoints: ``POST /v1/chat/completions`` (plain or streamed as server-sent
 events, with tool calls), ``GET /v1/models``, and MegaFlow's own
 ``/v1/trajectories/{id}`` (PUT registers a task payload, GET reads the
-recorded calls, DELETE reads and forgets them). The trajectory id comes from
+recorded calls, DELETE reads and forgets them) and ``POST /v1/weights``
+(``{"path": ..., "version": N}``: every replica serves the weights at that
+path from now on; answers each replica's status). The trajectory id comes from
 the ``X-MegaFlow-Trajectory`` header or a ``model@trajectory-id`` suffix.
+
+The weights route checks the bearer token itself, with the ``authorize``
+callable the server is given (``megaflow.rpc.auth.check_bearer`` bound to the
+token, which also guards the whole app where it is deployed); without one it
+refuses every update, so a gateway started without a token never takes weights.
 
 A streamed answer is produced from the backend's complete answer, chunked as
 OpenAI does (role, content pieces, tool-call deltas, finish reason, usage):
@@ -28,6 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from megaflow.core.errors import (
+    AuthError,
     InvalidInput,
     MegaFlowTimeout,
     ModelError,
@@ -35,11 +43,15 @@ from megaflow.core.errors import (
     TransportError,
 )
 from megaflow.core.lifecycle import Lifecycle
-from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion
+from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion, WeightsUpdate
 from megaflow.model.body_limit import DEFAULT_MAX_BODY_MB, BodyLimitMiddleware
 from megaflow.model.service import ModelService
 
+Authorize = Callable[[str | None], bool]
+"""Given the request's ``Authorization`` header, whether it carries the token."""
+
 _STATUS: list[tuple[type[Exception], int, str]] = [
+    (AuthError, 401, "unauthorized"),
     (InvalidInput, 400, "invalid_request_error"),
     (NotFound, 404, "not_found"),
     (TransportError, 502, "transport_error"),
@@ -56,8 +68,9 @@ def _error_status(exc: Exception) -> tuple[int, str]:
 
 
 def completion_body(completion: Completion, request_model: str) -> dict[str, Any]:
-    """The OpenAI ``chat.completion`` object, plus a ``megaflow`` extension
-    holding token ids and logprobs when the backend gave them."""
+    """The OpenAI ``chat.completion`` object, plus a ``megaflow`` extension holding
+    the prompt and completion token ids, logprobs and weights version when the
+    backend gave them."""
     body: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
@@ -77,8 +90,14 @@ def completion_body(completion: Completion, request_model: str) -> dict[str, Any
             "total_tokens": completion.prompt_tokens + completion.completion_tokens,
         },
     }
-    if completion.token_ids is not None or completion.logprobs is not None:
-        body["megaflow"] = {"token_ids": completion.token_ids, "logprobs": completion.logprobs}
+    ext = {
+        "prompt_token_ids": completion.prompt_token_ids,
+        "token_ids": completion.token_ids,
+        "logprobs": completion.logprobs,
+        "weights_version": completion.weights_version,
+    }
+    if any(v is not None for v in ext.values()):
+        body["megaflow"] = ext
     return body
 
 
@@ -121,9 +140,15 @@ def stream_chunks(
     return out
 
 
-def create_app(service: ModelService, max_body_bytes: int = DEFAULT_MAX_BODY_MB << 20) -> FastAPI:
+def create_app(
+    service: ModelService,
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB << 20,
+    *,
+    authorize: Authorize | None = None,
+) -> FastAPI:
     """The FastAPI application serving ``service``; a request body over
-    ``max_body_bytes`` is answered with 413 before it is read."""
+    ``max_body_bytes`` is answered with 413 before it is read; ``POST /v1/weights``
+    needs ``authorize`` to accept the request's ``Authorization`` header."""
     app = FastAPI(title="MegaFlow model gateway", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
 
@@ -184,6 +209,22 @@ def create_app(service: ModelService, max_body_bytes: int = DEFAULT_MAX_BODY_MB 
         calls = service.recorder.release(trajectory_id)
         return {"trajectory_id": trajectory_id, "calls": [c.model_dump() for c in calls]}
 
+    @app.post("/v1/weights")
+    async def weights(request: Request) -> Any:
+        if authorize is None:
+            return error(AuthError("weight updates are off: the gateway runs without a token"))
+        if not authorize(request.headers.get("authorization")):
+            return error(AuthError("missing or wrong bearer token"))
+        try:
+            update = WeightsUpdate.model_validate(await request.json())
+        except ValueError as exc:
+            return error(InvalidInput(f'not a weights update {{"path", "version"}}: {exc}'))
+        try:
+            statuses = await service.control.update_weights(update.path, update.version)
+        except Exception as exc:
+            return error(exc)
+        return {"version": update.version, "backends": [st.model_dump() for st in statuses]}
+
     return app
 
 
@@ -203,8 +244,11 @@ class GatewayServer(Lifecycle):
         owns_service: bool = True,
         wrap: Callable[[Any], Any] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_MB << 20,
+        authorize: Authorize | None = None,
     ) -> None:
         self.service = service
+        self.authorize = authorize
+        """Checks the token of ``POST /v1/weights``; None refuses every update."""
         self.max_body_bytes = max_body_bytes
         """Largest request body accepted; a larger one gets HTTP 413."""
         self.host = host
@@ -229,7 +273,7 @@ class GatewayServer(Lifecycle):
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.host, self.port))
         self.port = self._sock.getsockname()[1]
-        app = create_app(self.service, self.max_body_bytes)
+        app = create_app(self.service, self.max_body_bytes, authorize=self.authorize)
         config = uvicorn.Config(
             self.wrap(app) if self.wrap is not None else app,
             log_level="warning",

@@ -4,28 +4,54 @@ One pooled ``httpx.AsyncClient`` per replica. Connection failures (and 502 or
 503 answers, which proxies give when the server behind them is down) raise
 TransportError, so the router retries them; other error answers raise
 ModelError; a read timeout raises MegaFlowTimeout. Logprobs are read from the
-standard ``choices[0].logprobs.content``; token ids from vLLM's ``token_ids``
-extension when the server sends them.
+standard ``choices[0].logprobs.content``; with ``request_logprobs`` the request
+also carries vLLM's ``return_token_ids``, and the completion ids
+(``choices[0].token_ids``) and prompt ids (``prompt_token_ids``) are recorded
+when the server sends them. The server renders the chat itself, so those
+prompt ids are a re-rendering, not token-in: a trainer's
+``sample_from_trajectory`` refuses the episode if they drifted.
+
+New weights (``weight_sync``) are a path the inference server reads from its
+own disk; tensors cannot travel this way. Two documented protocols:
+
+- ``sglang``: ``POST /update_weights_from_disk`` with ``model_path`` and
+  ``weight_version`` (SGLang's native HTTP API, ``sglang/srt/entrypoints/
+  http_server.py``; it answers ``{"success": ..., "message": ...}``).
+- ``vllm``: vLLM's dev-mode routes (the server runs with
+  ``VLLM_SERVER_DEV_MODE=1``): ``POST /collective_rpc`` with method
+  ``update_config`` (``{"model_config": {"model": path}}``) and then method
+  ``reload_weights``, the in-place reload of vLLM's documented example
+  ``examples/offline_inference/skip_loading_weights_in_engine_init.py``, then
+  ``POST /reset_prefix_cache`` so no cached prefix from the old weights is
+  reused.
+
+Neither was run against a real vLLM or SGLang here (no GPU); the tests check the
+requests against a local server. An answer in flight during an update is
+recorded with the version it was sent under, the older one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
-from megaflow.core.errors import MegaFlowTimeout, ModelError, TransportError
+from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, TransportError
 from megaflow.model.abstract import (
     Backend,
     CallContext,
     ChatRequest,
     Completion,
+    Weights,
     estimate_tokens,
     message_text,
 )
 
 _PASS = ("tools", "tool_choice", "temperature", "top_p", "stop", "seed", "logprobs")
+
+WeightSync = Literal["none", "vllm", "sglang"]
 
 
 class OpenAIBackend(Backend):
@@ -38,6 +64,8 @@ class OpenAIBackend(Backend):
         timeout_s: float = 120.0,
         max_connections: int = 64,
         request_logprobs: bool = False,
+        weight_sync: WeightSync = "none",
+        weight_sync_timeout_s: float = 600.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -46,7 +74,16 @@ class OpenAIBackend(Backend):
         self.timeout_s = timeout_s
         self.max_connections = max_connections
         self.request_logprobs = request_logprobs
+        self.weight_sync = weight_sync
+        self.weight_sync_timeout_s = weight_sync_timeout_s
         self._http: httpx.AsyncClient | None = None
+        self._updating = asyncio.Lock()
+
+    @property
+    def server_url(self) -> str:
+        """The server's root, where the native (non-OpenAI) routes live."""
+        url = self.base_url
+        return url[: -len("/v1")] if url.endswith("/v1") else url
 
     @classmethod
     def from_env(cls, base_url: str, model: str, api_key_env: str, **kw: Any) -> OpenAIBackend:
@@ -85,6 +122,7 @@ class OpenAIBackend(Backend):
         if self._http is None:
             await self.start()
         assert self._http is not None
+        version = self.weights_version if self.weight_sync != "none" else None
         try:
             response = await self._http.post("/chat/completions", json=self._body(request))
         except httpx.TimeoutException as exc:
@@ -99,11 +137,11 @@ class OpenAIBackend(Backend):
                 f"{response.text[:500]}"
             )
         try:
-            return self._parse(response.json(), request)
+            return self._parse(response.json(), request, version)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ModelError(f"{self.base_url} sent no usable chat completion: {exc!r}") from exc
 
-    def _parse(self, data: dict[str, Any], request: ChatRequest) -> Completion:
+    def _parse(self, data: dict[str, Any], request: ChatRequest, version: int | None) -> Completion:
         choice = data["choices"][0]
         message = {k: v for k, v in choice["message"].items() if v is not None}
         message["role"] = "assistant"
@@ -113,6 +151,7 @@ class OpenAIBackend(Backend):
         if content:
             logprobs = [float(t["logprob"]) for t in content]
         token_ids = choice.get("token_ids")
+        prompt_ids = data.get("prompt_token_ids")
         return Completion(
             message=message,
             finish_reason=choice.get("finish_reason") or "stop",
@@ -122,7 +161,59 @@ class OpenAIBackend(Backend):
             completion_tokens=int(
                 usage.get("completion_tokens", estimate_tokens(message_text([message])))
             ),
+            prompt_token_ids=[int(t) for t in prompt_ids] if prompt_ids else None,
             token_ids=[int(t) for t in token_ids] if token_ids else None,
             logprobs=logprobs,
+            weights_version=version,
             model=str(data.get("model", self.model)),
         )
+
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        if self.weight_sync == "none":
+            raise ModelError(
+                f"{self.name} cannot take new weights; set weight_sync to 'vllm' or 'sglang'"
+            )
+        if not isinstance(weights, str):
+            raise InvalidInput(
+                f"{self.name} takes new weights as a path on the inference server, not tensors"
+            )
+        async with self._updating:
+            if version <= self.weights_version:
+                raise InvalidInput(
+                    f"{self.name}: weights version {version} is not newer than the served "
+                    f"version {self.weights_version}"
+                )
+            if self.weight_sync == "sglang":
+                body = {"model_path": weights, "weight_version": str(version)}
+                answer = await self._native("/update_weights_from_disk", body)
+                if isinstance(answer, dict) and answer.get("success") is False:
+                    raise ModelError(f"{self.server_url} refused the weights: {answer}")
+            else:
+                update = {"model_config": {"model": weights}}
+                await self._native("/collective_rpc", {"method": "update_config", "args": [update]})
+                await self._native("/collective_rpc", {"method": "reload_weights"})
+                await self._native("/reset_prefix_cache", None)
+            self.weights_version = version
+
+    async def _native(self, path: str, body: dict[str, Any] | None) -> Any:
+        """POST to one of the server's native routes; its JSON answer, if any."""
+        if self._http is None:
+            await self.start()
+        assert self._http is not None
+        url = self.server_url + path
+        try:
+            response = await self._http.post(url, json=body, timeout=self.weight_sync_timeout_s)
+        except httpx.TimeoutException as exc:
+            raise MegaFlowTimeout(
+                f"{url} did not answer within {self.weight_sync_timeout_s:g}s"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise TransportError(f"cannot reach {url}: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise ModelError(
+                f"{url} answered {response.status_code} to a weights update: {response.text[:500]}"
+            )
+        try:
+            return response.json()
+        except ValueError:
+            return None

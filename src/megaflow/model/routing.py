@@ -98,6 +98,11 @@ class Router:
         for r in self.replicas:
             await r.backend.stop()
 
+    def release(self, trajectory_id: str) -> None:
+        """Tell every replica's backend to forget ``trajectory_id``."""
+        for r in self.replicas:
+            r.backend.release(trajectory_id)
+
     def pick(self) -> Replica:
         """The replica with the fewest calls in flight; ties rotate."""
         n = len(self.replicas)

@@ -3,19 +3,27 @@
 Both clients (in-process and the HTTP gateway) end in
 :meth:`ModelService.complete`, so a call is recorded the same way whichever
 path it took: under its trajectory id, as a :class:`ModelCall` with the request
-messages, the response, token counts, latency, and token ids and logprobs
-when the backend gives them. A failed call is recorded too, with its error.
+messages, the response, token counts, latency, and the prompt and completion
+token ids, logprobs and weights version when the backend gives them. A
+failed call is recorded too, with its error. Releasing a trajectory from the
+recorder also releases what the backends keep for it (token-in state).
+
+A service has one :class:`~megaflow.model.control.LocalModelControl` over its
+router (``service.control``), which the gateway's weights route and in-process
+code share, so both see the same replica names and versions.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from megaflow.core.errors import InvalidInput
 from megaflow.core.trajectory import ModelCall
 from megaflow.model.abstract import UNASSIGNED, CallContext, ChatRequest, Completion
+from megaflow.model.control import LocalModelControl
 from megaflow.model.routing import Router
 
 log = logging.getLogger(__name__)
@@ -30,6 +38,8 @@ class CallRecorder:
         self.max_trajectories = max_trajectories
         self._calls: dict[str, list[ModelCall]] = {}
         self._tasks: dict[str, dict[str, Any]] = {}
+        self.on_release: list[Callable[[str], None]] = []
+        """Called with the trajectory id whenever a trajectory is released or dropped."""
 
     def register(self, trajectory_id: str, task: dict[str, Any] | None) -> None:
         if task is not None:
@@ -56,6 +66,8 @@ class CallRecorder:
 
     def release(self, trajectory_id: str) -> list[ModelCall]:
         self._tasks.pop(trajectory_id, None)
+        for hook in self.on_release:
+            hook(trajectory_id)
         return self._calls.pop(trajectory_id, [])
 
     def __len__(self) -> int:
@@ -75,6 +87,8 @@ class ModelService:
         self.name = name
         self.router = router
         self.recorder = recorder or CallRecorder()
+        self.recorder.on_release.append(router.release)
+        self.control = LocalModelControl(router)
         self.calls_total = 0
         self.errors_total = 0
 

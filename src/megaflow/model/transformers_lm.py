@@ -4,8 +4,24 @@ The model loads from a local directory (nothing is downloaded). Prompts are
 built with the tokenizer's chat template when it has one, else a plain
 ``role: content`` transcript. Tool calls are read from ``<tool_call>{json}
 </tool_call>`` blocks in the generated text (the Hermes/Qwen convention).
-Token ids and logprobs of the generated tokens are returned for training.
 Generation runs in a worker thread, one at a time per replica.
+
+Token-exact: a trajectory's later turns are fed token-in (:mod:`megaflow.model.token_in`):
+the previous prompt and completion ids, then only the tokens of what was
+appended since. Every answer carries the prompt ids as fed, the completion
+ids, a logprob per completion token and the weights version that answered.
+
+Sampling honours the request's ``temperature`` (0 = greedy), ``top_p``,
+``seed`` and a ``top_k`` extension (default: none, as in the OpenAI API);
+the model's own generation defaults do not apply. The recorded logprob of a
+token is the plain model's, ``log_softmax`` of the unprocessed logits at
+temperature 1, with no top-p or top-k cut: the "old policy" logprob a PPO or
+GRPO ratio needs. It equals the sampling distribution's logprob only when
+sampling at temperature 1 with no top-p or top-k.
+
+New weights (:meth:`TransformersBackend.update_weights`) are copied into the
+live model under the lock generation holds, so a generation in flight
+finishes, and reports, on the version it started with.
 
 :func:`build_tiny_model` writes a small random-weights GPT-2 with a
 word-level tokenizer, for tests and demos where no weights can be fetched.
@@ -17,11 +33,20 @@ import asyncio
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from megaflow.core.errors import ModelError
-from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
+from megaflow.core.errors import InvalidInput, ModelError
+from megaflow.model.abstract import (
+    UNASSIGNED,
+    Backend,
+    CallContext,
+    ChatRequest,
+    Completion,
+    Weights,
+)
+from megaflow.model.token_in import TokenState, TokenStates, continuation_text, normalize, tools_key
 
 _TOOL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
@@ -48,11 +73,20 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 class TransformersBackend(Backend):
-    def __init__(self, model_dir: str, *, max_new_tokens: int = 256, temperature: float = 0.0):
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        max_token_states: int = 1024,
+    ):
         self.model_dir = model_dir
         self.name = f"transformers:{Path(model_dir).name}"
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        self.weights_version = 0
+        self.token_states = TokenStates(max_token_states)
         self._model: Any = None
         self._tok: Any = None
         self._lock = asyncio.Lock()
@@ -74,61 +108,101 @@ class TransformersBackend(Backend):
     async def stop(self) -> None:
         self._model = self._tok = None
 
-    def _prompt(self, request: ChatRequest) -> str:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool
+    ) -> str:
+        """The prompt text of ``messages``; ``gen`` appends the assistant turn's opening."""
         if getattr(self._tok, "chat_template", None):
-            kw: dict[str, Any] = {"tools": request.tools} if request.tools else {}
+            kw: dict[str, Any] = {"tools": tools} if tools else {}
             text = self._tok.apply_chat_template(
-                request.messages, tokenize=False, add_generation_prompt=True, **kw
+                messages, tokenize=False, add_generation_prompt=gen, **kw
             )
             return str(text)
-        lines = [f"{m.get('role')}: {m.get('content') or ''}" for m in request.messages]
-        return "\n".join([*lines, "assistant:"])
+        lines = "".join(f"{m.get('role')}: {m.get('content') or ''}\n" for m in messages)
+        return lines + ("assistant:" if gen else "")
 
-    def _generate(self, request: ChatRequest) -> Completion:
+    def encode(self, text: str, *, fragment: bool = False) -> list[int]:
+        """Token ids of ``text``. A chat template writes its own special tokens, and a
+        fragment gets none; only a plain transcript gets the tokenizer's (e.g. BOS)."""
+        specials = not fragment and not getattr(self._tok, "chat_template", None)
+        return [int(t) for t in self._tok(text, add_special_tokens=specials)["input_ids"]]
+
+    def prompt_ids(self, request: ChatRequest, ctx: CallContext) -> list[int]:
+        """The ids to feed: token-in after the trajectory's state, else rendered whole."""
+        state = self.token_states.get(ctx.trajectory_id)
+        new = state.new_messages(request.messages, request.tools) if state else None
+        if state is not None and new is not None:
+            text = continuation_text(self.render, state, new, request.tools)
+            if text is not None:
+                return state.ids + self.encode(text, fragment=True)
+        return self.encode(self.render(request.messages, request.tools, True))
+
+    def _sampling(self, request: ChatRequest) -> dict[str, Any]:
+        temperature = self.temperature if request.temperature is None else request.temperature
+        if temperature <= 0:
+            return {"do_sample": False}
+        top_k = (request.model_extra or {}).get("top_k")
+        return {
+            "do_sample": True,
+            "temperature": temperature,
+            "top_p": request.top_p or 1.0,
+            "top_k": int(top_k) if isinstance(top_k, int) and top_k > 0 else 0,
+        }
+
+    def _generate(self, request: ChatRequest, ctx: CallContext) -> Completion:
         import torch
 
-        prompt = self._prompt(request)
-        enc = self._tok(prompt, return_tensors="pt")
-        temperature = self.temperature if request.temperature is None else request.temperature
-        sample = temperature > 0
-        kw: dict[str, Any] = {"do_sample": sample}
-        if sample:
-            kw["temperature"] = temperature
+        version = self.weights_version
+        prompt = self.prompt_ids(request, ctx)
         if request.seed is not None:
-            torch.manual_seed(request.seed)
+            torch.manual_seed(request.seed)  # the process's generator: one generation at a time
         pad = self._tok.pad_token_id
         if pad is None:
             pad = self._tok.eos_token_id
         with torch.no_grad():
             out = self._model.generate(
-                **enc,
+                input_ids=torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                 max_new_tokens=request.token_limit or self.max_new_tokens,
                 return_dict_in_generate=True,
-                output_scores=True,
+                output_logits=True,
                 pad_token_id=pad,
-                **kw,
+                **self._sampling(request),
             )
+            # Over the raw logits: the plain model's logprob at temperature 1.
             scores = self._model.compute_transition_scores(
-                out.sequences, out.scores, normalize_logits=True
+                out.sequences, out.logits, normalize_logits=True
             )
-        n_prompt = enc["input_ids"].shape[1]
-        new_ids = [int(t) for t in out.sequences[0, n_prompt:].tolist()]
+        new_ids = [int(t) for t in out.sequences[0, len(prompt) :].tolist()]
         logprobs = [float(x) for x in scores[0].tolist()][: len(new_ids)]
         eos = self._tok.eos_token_id
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
-        text = self._tok.decode(new_ids, skip_special_tokens=True)
-        content, calls = parse_tool_calls(text)
+        content, calls = parse_tool_calls(self._tok.decode(new_ids, skip_special_tokens=True))
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls
             finish = "tool_calls"
+        if ctx.trajectory_id != UNASSIGNED:
+            messages = [*request.messages, message]
+            self.token_states.put(
+                ctx.trajectory_id,
+                TokenState(
+                    messages=messages,
+                    keys=[normalize(m) for m in messages],
+                    tools=tools_key(request.tools),
+                    ids=prompt + new_ids,
+                    completion_text=self._tok.decode(new_ids, skip_special_tokens=False),
+                ),
+            )
         return Completion(
             message=message,
             finish_reason=finish,
-            prompt_tokens=n_prompt,
+            prompt_tokens=len(prompt),
             completion_tokens=len(new_ids),
+            prompt_token_ids=prompt,
             token_ids=new_ids,
             logprobs=logprobs,
+            weights_version=version,
             model=self.name,
         )
 
@@ -137,11 +211,36 @@ class TransformersBackend(Backend):
             await self.start()
         async with self._lock:
             try:
-                return await asyncio.to_thread(self._generate, request)
+                return await asyncio.to_thread(self._generate, request, ctx)
             except ModelError:
                 raise
             except Exception as exc:  # torch and tokenizer errors, e.g. a too long prompt
                 raise ModelError(f"{self.name} failed to generate: {exc!r}") from exc
+
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        """Copy ``weights`` into the live model; calls queued after this one see ``version``."""
+        from megaflow.model.weights import read_weights, swap_weights
+
+        if self._model is None:
+            await self.start()
+
+        def swap() -> None:
+            tensors: Mapping[str, Any] = (
+                read_weights(weights) if isinstance(weights, str) else weights
+            )
+            swap_weights(self._model, tensors)
+
+        async with self._lock:
+            if version <= self.weights_version:
+                raise InvalidInput(
+                    f"{self.name}: weights version {version} is not newer than the served "
+                    f"version {self.weights_version}"
+                )
+            await asyncio.to_thread(swap)
+            self.weights_version = version
+
+    def release(self, trajectory_id: str) -> None:
+        self.token_states.release(trajectory_id)
 
 
 _WORDS = (  # noqa: SIM905 - a readable word list

@@ -6,6 +6,8 @@ from typing import Any
 
 import grpc
 
+from megaflow.core.errors import InvalidInput
+from megaflow.model.abstract import Weights
 from megaflow.model.config import ModelConfig
 from megaflow.model.control import BackendStatus, ModelControl
 from megaflow.rpc.client import GrpcClient
@@ -21,6 +23,7 @@ def status_from_pb(m: pb.BackendStatus) -> BackendStatus:
         draining=m.draining,
         outstanding=m.outstanding,
         served=m.served,
+        weights_version=m.weights_version,
     )
 
 
@@ -45,3 +48,10 @@ class GrpcModelControl(GrpcClient, ModelControl):
     async def drain(self, name: str, timeout_s: float = 60.0) -> BackendStatus:
         req = pb.DrainRequest(name=name, timeout_s=timeout_s)
         return status_from_pb(await self.call("Drain", lambda s, md: s.Drain(req, metadata=md)))
+
+    async def update_weights(self, weights: Weights, version: int) -> list[BackendStatus]:
+        if not isinstance(weights, str):
+            raise InvalidInput("over RPC, new weights are a path the model service can read")
+        req = pb.UpdateWeightsRequest(path=weights, version=version)
+        reply = await self.call("UpdateWeights", lambda s, md: s.UpdateWeights(req, metadata=md))
+        return [status_from_pb(b) for b in reply.backends]

@@ -45,3 +45,8 @@ class ModelControlServicer:
     async def Drain(self, request: pb.DrainRequest, context: Ctx) -> pb.BackendStatus:
         timeout = request.timeout_s or 60.0
         return status_to_pb(await self.control.drain(request.name, timeout))
+
+    @handles_errors
+    async def UpdateWeights(self, request: pb.UpdateWeightsRequest, context: Ctx) -> pb.BackendList:
+        updated = await self.control.update_weights(request.path, request.version)
+        return pb.BackendList(backends=[status_to_pb(s) for s in updated])

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17megaflow/v1/model.proto\x12\x0bmegaflow.v1\"\x15\n\x13ListBackendsRequest\"s\n\rBackendStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0f\n\x07healthy\x18\x03 \x01(\x08\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\x12\x13\n\x0boutstanding\x18\x05 \x01(\x05\x12\x0e\n\x06served\x18\x06 \x01(\x03\";\n\x0b\x42\x61\x63kendList\x12,\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x1a.megaflow.v1.BackendStatus\"-\n\x16RegisterBackendRequest\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\"/\n\x0c\x44rainRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\x32\xec\x01\n\x0cModelControl\x12J\n\x0cListBackends\x12 .megaflow.v1.ListBackendsRequest\x1a\x18.megaflow.v1.BackendList\x12P\n\x0fRegisterBackend\x12#.megaflow.v1.RegisterBackendRequest\x1a\x18.megaflow.v1.BackendList\x12>\n\x05\x44rain\x12\x19.megaflow.v1.DrainRequest\x1a\x1a.megaflow.v1.BackendStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17megaflow/v1/model.proto\x12\x0bmegaflow.v1\"\x15\n\x13ListBackendsRequest\"\x8c\x01\n\rBackendStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0f\n\x07healthy\x18\x03 \x01(\x08\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\x12\x13\n\x0boutstanding\x18\x05 \x01(\x05\x12\x0e\n\x06served\x18\x06 \x01(\x03\x12\x17\n\x0fweights_version\x18\x07 \x01(\x03\";\n\x0b\x42\x61\x63kendList\x12,\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x1a.megaflow.v1.BackendStatus\"-\n\x16RegisterBackendRequest\x12\x13\n\x0b\x63onfig_json\x18\x01 \x01(\t\"/\n\x0c\x44rainRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\"5\n\x14UpdateWeightsRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x32\xba\x02\n\x0cModelControl\x12J\n\x0cListBackends\x12 .megaflow.v1.ListBackendsRequest\x1a\x18.megaflow.v1.BackendList\x12P\n\x0fRegisterBackend\x12#.megaflow.v1.RegisterBackendRequest\x1a\x18.megaflow.v1.BackendList\x12>\n\x05\x44rain\x12\x19.megaflow.v1.DrainRequest\x1a\x1a.megaflow.v1.BackendStatus\x12L\n\rUpdateWeights\x12!.megaflow.v1.UpdateWeightsRequest\x1a\x18.megaflow.v1.BackendListb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,14 +34,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LISTBACKENDSREQUEST']._serialized_start=40
   _globals['_LISTBACKENDSREQUEST']._serialized_end=61
-  _globals['_BACKENDSTATUS']._serialized_start=63
-  _globals['_BACKENDSTATUS']._serialized_end=178
-  _globals['_BACKENDLIST']._serialized_start=180
-  _globals['_BACKENDLIST']._serialized_end=239
-  _globals['_REGISTERBACKENDREQUEST']._serialized_start=241
-  _globals['_REGISTERBACKENDREQUEST']._serialized_end=286
-  _globals['_DRAINREQUEST']._serialized_start=288
-  _globals['_DRAINREQUEST']._serialized_end=335
-  _globals['_MODELCONTROL']._serialized_start=338
-  _globals['_MODELCONTROL']._serialized_end=574
+  _globals['_BACKENDSTATUS']._serialized_start=64
+  _globals['_BACKENDSTATUS']._serialized_end=204
+  _globals['_BACKENDLIST']._serialized_start=206
+  _globals['_BACKENDLIST']._serialized_end=265
+  _globals['_REGISTERBACKENDREQUEST']._serialized_start=267
+  _globals['_REGISTERBACKENDREQUEST']._serialized_end=312
+  _globals['_DRAINREQUEST']._serialized_start=314
+  _globals['_DRAINREQUEST']._serialized_end=361
+  _globals['_UPDATEWEIGHTSREQUEST']._serialized_start=363
+  _globals['_UPDATEWEIGHTSREQUEST']._serialized_end=416
+  _globals['_MODELCONTROL']._serialized_start=419
+  _globals['_MODELCONTROL']._serialized_end=733
 # @@protoc_insertion_point(module_scope)

@@ -12,20 +12,22 @@ class ListBackendsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BackendStatus(_message.Message):
-    __slots__ = ("name", "type", "healthy", "draining", "outstanding", "served")
+    __slots__ = ("name", "type", "healthy", "draining", "outstanding", "served", "weights_version")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     OUTSTANDING_FIELD_NUMBER: _ClassVar[int]
     SERVED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: str
     healthy: bool
     draining: bool
     outstanding: int
     served: int
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., healthy: _Optional[bool] = ..., draining: _Optional[bool] = ..., outstanding: _Optional[int] = ..., served: _Optional[int] = ...) -> None: ...
+    weights_version: int
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., healthy: _Optional[bool] = ..., draining: _Optional[bool] = ..., outstanding: _Optional[int] = ..., served: _Optional[int] = ..., weights_version: _Optional[int] = ...) -> None: ...
 
 class BackendList(_message.Message):
     __slots__ = ("backends",)
@@ -46,3 +48,11 @@ class DrainRequest(_message.Message):
     name: str
     timeout_s: float
     def __init__(self, name: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class UpdateWeightsRequest(_message.Message):
+    __slots__ = ("path", "version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    version: int
+    def __init__(self, path: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...

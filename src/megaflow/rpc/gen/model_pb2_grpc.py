@@ -50,6 +50,11 @@ class ModelControlStub:
                 request_serializer=megaflow_dot_v1_dot_model__pb2.DrainRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_model__pb2.BackendStatus.FromString,
                 _registered_method=True)
+        self.UpdateWeights = channel.unary_unary(
+                '/megaflow.v1.ModelControl/UpdateWeights',
+                request_serializer=megaflow_dot_v1_dot_model__pb2.UpdateWeightsRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_model__pb2.BackendList.FromString,
+                _registered_method=True)
 
 
 class ModelControlServicer:
@@ -75,6 +80,13 @@ class ModelControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateWeights(self, request, context):
+        """Serve the weights at a path (as the model service sees it) on every routed backend.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ModelControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +104,11 @@ def add_ModelControlServicer_to_server(servicer, server):
                     servicer.Drain,
                     request_deserializer=megaflow_dot_v1_dot_model__pb2.DrainRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_model__pb2.BackendStatus.SerializeToString,
+            ),
+            'UpdateWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWeights,
+                    request_deserializer=megaflow_dot_v1_dot_model__pb2.UpdateWeightsRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_model__pb2.BackendList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +192,33 @@ class ModelControl:
             '/megaflow.v1.ModelControl/Drain',
             megaflow_dot_v1_dot_model__pb2.DrainRequest.SerializeToString,
             megaflow_dot_v1_dot_model__pb2.BackendStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/megaflow.v1.ModelControl/UpdateWeights',
+            megaflow_dot_v1_dot_model__pb2.UpdateWeightsRequest.SerializeToString,
+            megaflow_dot_v1_dot_model__pb2.BackendList.FromString,
             options,
             channel_credentials,
             insecure,
