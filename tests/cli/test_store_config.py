@@ -125,3 +125,11 @@ def test_resume_reads_the_stored_config_from_postgres(
     res = runner.invoke(app, ["run", "--resume", "stored-none", "--config", str(config)])
     assert res.exit_code == 2
     assert "stored-none" in res.output
+
+
+def test_a_memory_metadata_store_is_refused_with_the_file_named(tmp_path: Path) -> None:
+    config = write(tmp_path / "run.yaml", run_config({"metadata": {"type": "memory"}}))
+    res = runner.invoke(app, ["status", "--config", str(config)])
+    assert res.exit_code == 2, res.output
+    assert "storage.metadata is 'memory'" in res.output
+    assert "run.yaml" in res.output

@@ -1,4 +1,4 @@
-"""One contract for every MetadataStore: SQLite, PostgreSQL and MongoDB.
+"""One contract for every MetadataStore: SQLite, PostgreSQL, MongoDB and in memory.
 
 The server backends run against real servers started by
 ``tests/fixtures/sql_servers.py``; each test gets its own empty PostgreSQL
@@ -35,6 +35,7 @@ class Backend:
 @pytest.fixture(
     params=[
         "sqlite",
+        "memory",
         pytest.param("postgres", marks=pytest.mark.services),
         pytest.param("mongo", marks=pytest.mark.services),
     ]
@@ -45,6 +46,11 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         from megaflow.storage.sqlite import SqliteMetadataStore
 
         yield Backend(name, lambda: SqliteMetadataStore(tmp_path / "meta.db"))
+    elif name == "memory":
+        from megaflow.storage.memory_metadata import MemoryDatabase, MemoryMetadataStore
+
+        db = MemoryDatabase()  # two stores opened on it share it, as two on one file do
+        yield Backend(name, lambda: MemoryMetadataStore(db))
     elif name == "postgres":
         import psycopg
         from psycopg import sql

@@ -72,6 +72,8 @@ def metadata_config(
         cfg = storage_of(config).metadata if config is not None else SqliteMetadataConfig(path=db)
     except MegaFlowError as exc:
         fail(str(exc))
+    if cfg.type == "memory":
+        fail(f"{config}: storage.metadata is 'memory', which keeps nothing after its process")
     path = cfg.path if isinstance(cfg, SqliteMetadataConfig) else ":memory:"
     if path != ":memory:" and not Path(path).exists():
         fail(f"no MegaFlow database at {path}; {hint}pass --db PATH or --config FILE")

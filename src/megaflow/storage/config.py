@@ -67,6 +67,17 @@ class MongoMetadataConfig(_Cfg):
         return MongoMetadataStore(self.uri, database=self.database, transactions=self.transactions)
 
 
+class MemoryMetadataConfig(_Cfg):
+    """Dicts in this process: nothing survives it (tests, benchmarks, dry runs)."""
+
+    type: Literal["memory"] = "memory"
+
+    def build(self) -> MetadataStore:
+        from megaflow.storage.memory_metadata import MemoryMetadataStore
+
+        return MemoryMetadataStore()
+
+
 class MemoryQueueConfig(_Cfg):
     type: Literal["memory"] = "memory"
 
@@ -193,7 +204,7 @@ class S3ArtifactsConfig(_Cfg):
 
 
 MetadataConfig = Annotated[
-    SqliteMetadataConfig | PostgresMetadataConfig | MongoMetadataConfig,
+    SqliteMetadataConfig | PostgresMetadataConfig | MongoMetadataConfig | MemoryMetadataConfig,
     Field(discriminator="type"),
 ]
 QueueConfig = Annotated[MemoryQueueConfig | RedisQueueConfig, Field(discriminator="type")]
