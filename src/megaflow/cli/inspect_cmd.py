@@ -18,10 +18,22 @@ import typer
 from rich.table import Table
 
 from megaflow.app.assembly import task_type
-from megaflow.cli.common import ConfigOption, DbOption, console, fail, with_store
+from megaflow.app.training_data import StoredSample, load_samples
+from megaflow.app.training_export import Format, write_training
+from megaflow.cli.common import (
+    ConfigOption,
+    DbOption,
+    console,
+    err_console,
+    fail,
+    storage_of,
+    with_store,
+)
+from megaflow.core.errors import MegaFlowError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import group_id
 from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.config import ArtifactsConfig, LocalArtifactsConfig
 
 
 def status(
@@ -125,36 +137,99 @@ def results(
     )
 
 
+async def _training_samples(
+    store: MetadataStore, run_id: str, artifacts: ArtifactsConfig
+) -> list[StoredSample]:
+    async with artifacts.build() as art:
+        return await load_samples(store, art, run_id)
+
+
+def _report_problems(samples: list[StoredSample]) -> None:
+    """Say which samples have no token-exact episode, and why: none is dropped silently."""
+    bad = [s for s in samples if s.problem and not s.masked]
+    for s in bad[:10]:
+        err_console.print(f"[yellow]no token data:[/] {s.sample_id}: {s.problem}", highlight=False)
+    if len(bad) > 10:
+        err_console.print(f"... and {len(bad) - 10} more samples without token data")
+    if bad:
+        err_console.print(
+            f"{len(bad)} of {len(samples)} samples have no token-exact episode; their rows are "
+            "masked with token_error set"
+        )
+
+
+def _export_training(
+    run_id: str, fmt: Format, target: Path, db: str, config: Path | None, artifacts: str
+) -> None:
+    try:
+        art_cfg = storage_of(config).artifacts if config else LocalArtifactsConfig(root=artifacts)
+    except MegaFlowError as exc:
+        fail(str(exc))
+    if isinstance(art_cfg, LocalArtifactsConfig) and not Path(art_cfg.root).is_dir():
+        fail(f"no artifact store at {art_cfg.root}; pass --artifacts DIR or --config FILE")
+    samples = with_store(db, lambda s: _training_samples(s, run_id, art_cfg), config)
+    try:
+        n = write_training(samples, target, fmt)
+    except ImportError:
+        fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc}")
+    _report_problems(samples)
+    masked = sum(1 for s in samples if s.as_training_sample().masked)
+    console.print(f"wrote {n} training rows ({masked} masked) to {target}")
+
+
 def export(
     run_id: str = typer.Argument(..., help="A run id."),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output file."),
+    training: bool = typer.Option(
+        False, "--training", help="One token-level training row per sample (ids, logprobs, mask)."
+    ),
+    artifacts: str = typer.Option(
+        LocalArtifactsConfig().root,
+        "--artifacts",
+        help="For --training without --config: the local artifact store's directory.",
+    ),
     db: str = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Write a run's tasks and results to a JSONL or Parquet file."""
+    """Write a run's tasks and results (or, with --training, its training samples)
+    to a JSONL or Parquet file."""
     if fmt not in ("jsonl", "parquet"):
         fail(f"unknown export format {fmt!r}; use jsonl or parquet")
+    target = out or Path(f"{run_id.replace('/', '_')}{'.training' if training else ''}.{fmt}")
+    if training:
+        _export_training(
+            run_id, "jsonl" if fmt == "jsonl" else "parquet", target, db, config, artifacts
+        )
+        return
     rows = with_store(db, lambda s: _rows(s, run_id), config)
-    target = out or Path(f"{run_id.replace('/', '_')}.{fmt}")
+    try:
+        _write_rows(rows, target, fmt)
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc}")
+    console.print(f"wrote {len(rows)} rows to {target}")
+
+
+def _write_rows(rows: list[dict[str, Any]], target: Path, fmt: str) -> None:
     if fmt == "jsonl":
         with target.open("w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-    else:
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
-        flat = [
-            {
-                **r,
-                "metrics": json.dumps(r["metrics"]),
-                "artifacts": json.dumps(r["artifacts"]),
-                "payload": json.dumps(r["payload"]),
-            }
-            for r in rows
-        ]
-        pq.write_table(pa.Table.from_pylist(flat), target)
-    console.print(f"wrote {len(rows)} rows to {target}")
+        return
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
+    flat = [
+        {
+            **r,
+            "metrics": json.dumps(r["metrics"]),
+            "artifacts": json.dumps(r["artifacts"]),
+            "payload": json.dumps(r["payload"]),
+        }
+        for r in rows
+    ]
+    pq.write_table(pa.Table.from_pylist(flat), target)
