@@ -89,3 +89,28 @@ async def test_token_data_travels_through_the_http_gateway(tiny_model: Path) -> 
     assert out.token_ids == raw["megaflow"]["token_ids"]
     assert call.token_ids == out.token_ids
     assert call.logprobs == out.logprobs
+
+
+@pytest.mark.slow
+async def test_sampling_varies_and_records_the_plain_model_logprobs(tiny_model: Path) -> None:
+    """Sampled at temperature 0.7 with top-p, the recorded logprobs are still the plain
+    model's (temperature 1, no cut): what a teacher-forced forward pass gives."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = TransformersModelConfig(model=str(tiny_model), max_new_tokens=8)
+    msgs = [{"role": "user", "content": "fix the bug in the python code"}]
+    async with make_model_client(cfg) as client:
+        a = await client.chat(msgs, temperature=0.7, top_p=0.9, seed=1)
+        b = await client.chat(msgs, temperature=0.7, top_p=0.9, seed=2)
+        unseeded = [await client.chat(msgs, temperature=1.0) for _ in range(2)]
+        greedy = await client.chat(msgs)
+    assert a.token_ids != b.token_ids
+    assert unseeded[0].token_ids != unseeded[1].token_ids
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, local_files_only=True).eval()
+    for out in (a, greedy):
+        prompt, new = out.prompt_token_ids or [], out.token_ids or []
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + new])).logits[0, len(prompt) - 1 : -1]
+        expected = logits.log_softmax(-1).gather(-1, torch.tensor(new)[:, None])[:, 0]
+        assert out.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
