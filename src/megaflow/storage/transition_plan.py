@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from megaflow.core.errors import InvalidTransition, NotFound
-from megaflow.core.states import TaskState, check_transition
+from megaflow.core.states import TRANSITIONS, TaskState, check_transition
 from megaflow.storage.abstract import Transition
 
 
@@ -42,21 +42,25 @@ def plan_transitions(
     Changes come back in the order their tasks first appear in the batch.
     """
     changes: dict[str, TaskChange] = {}
-    for t in transitions:
-        change = changes.get(t.task_id)
+    scheduled, preempted = TaskState.SCHEDULED, TaskState.PREEMPTED
+    for task_id, dst, expect, error in transitions:
+        change = changes.get(task_id)
         if change is None:
-            if t.task_id not in current:
-                raise NotFound(f"task {t.task_id!r} not found")
-            src = current[t.task_id]
-            change = changes[t.task_id] = TaskChange(t.task_id, src, src)
-        if t.expect is not None and change.dst != t.expect:
+            if task_id not in current:
+                raise NotFound(f"task {task_id!r} not found")
+            src = current[task_id]
+            change = changes[task_id] = TaskChange(task_id, src, src)
+        if expect is not None and change.dst != expect:
             raise InvalidTransition(
-                f"task {t.task_id}: expected state {t.expect.value}, found {change.dst.value}"
+                f"task {task_id}: expected state {expect.value}, found {change.dst.value}"
             )
-        check_transition(change.dst, t.dst, t.task_id)
-        change.dst = t.dst
-        change.attempts += t.dst is TaskState.SCHEDULED
-        change.preemptions += t.dst is TaskState.PREEMPTED
-        if t.error is not None:
-            change.error = t.error
+        if dst not in TRANSITIONS[change.dst]:
+            check_transition(change.dst, dst, task_id)  # raises, with the allowed moves
+        change.dst = dst
+        if dst is scheduled:
+            change.attempts += 1
+        elif dst is preempted:
+            change.preemptions += 1
+        if error is not None:
+            change.error = error
     return list(changes.values())
