@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from megaflow.app.training.plan import PromptPlan, rollout_run_id
+from megaflow.app.training.plan import PromptPlan
+from megaflow.app.training.rollouts import round_name
 from megaflow.app.training.staleness import apply_staleness
 from megaflow.train.samples import TrainingSample
 
@@ -23,10 +24,10 @@ def test_each_epoch_is_a_shuffle_of_every_prompt_and_batches_tile_the_sequence()
         plan.batch(7)
 
 
-def test_rollout_runs_of_two_incarnations_never_share_an_id() -> None:
-    assert rollout_run_id("r", "aa", 3) == "r-aa-s00003"
-    assert rollout_run_id("r", "aa", 3, held_out=True) == "r-aa-e00003"
-    assert rollout_run_id("r", "bb", 3) != rollout_run_id("r", "aa", 3)
+def test_rounds_of_two_incarnations_never_share_a_name() -> None:
+    assert round_name("aa", 3) == "aa.s00003"
+    assert round_name("aa", 3, held_out=True) == "aa.e00003"
+    assert round_name("bb", 3) != round_name("aa", 3)
 
 
 def _sample(i: int, version: int | None, reward: float = 1.0) -> TrainingSample:

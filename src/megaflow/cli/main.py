@@ -16,6 +16,7 @@ from megaflow.cli import (
     sim_cmd,
     tasks_cmd,
     top_cmd,
+    train_cmd,
 )
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
@@ -31,6 +32,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("run")(run_cmd.run)
+app.command("train")(train_cmd.train)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)

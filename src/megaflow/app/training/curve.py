@@ -38,8 +38,8 @@ class EvalPoint(BaseModel):
     step: int = Field(description="Steps trained before the round (0: before training).")
     weights_version: int
     reward_mean: float
-    resolved: float
-    samples: int
+    samples: int = Field(description="Samples graded (masked ones excluded).")
+    masked: int = Field(0, description="Samples lost to the infrastructure.")
 
 
 class Curve(BaseModel):

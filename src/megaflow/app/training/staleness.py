@@ -7,7 +7,8 @@ as version 0, the initial weights). A sample at most ``max_staleness``
 versions behind is trained as it is. An older one is dropped (``stale:
 drop``) or kept with its loss weight multiplied by ``reweight_decay`` per
 version beyond the bound (``stale: reweight``). A group left with fewer than
-two samples carries no GRPO signal and is dropped whole.
+two samples carries no GRPO signal and is dropped whole. Masked samples (lost
+to the infrastructure, no tokens) pass through untouched and uncounted.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def apply_staleness(
     for group in groups:
         out: Group = []
         for s in group:
+            if s.masked:
+                out.append(s)  # no tokens, out of the group's statistics anyway
+                continue
             report.samples += 1
             age = staleness(s, version)
             report.staleness_max = max(report.staleness_max, age)
@@ -61,9 +65,10 @@ def apply_staleness(
                 out.append(
                     s.model_copy(update={"weight": s.weight * decay ** (age - max_staleness)})
                 )
-        if len(out) >= 2:
+        live = sum(1 for s in out if not s.masked)
+        if live >= 2:
             kept.append(out)
         else:
             report.groups_dropped += 1
-            report.dropped += len(out)
+            report.dropped += live
     return kept, report

@@ -1,0 +1,240 @@
+"""The closed RL loop of `megaflow train`: rollouts -> GRPO step -> new weights.
+
+::
+
+    loop = TrainLoop(cfg, run_id=..., config_dir=..., printer=print)
+    curve = await loop.run()            # or run(resume=True) after a crash
+
+One long-lived :class:`~megaflow.app.job.Job` (stores, sandbox runtime and
+pool, the rollout model in process, scheduler) serves every step. Step ``s``
+takes the groups of its rollout run, filters them by staleness, has the
+trainer take one optimizer step on them, and pushes the new weights to the
+rollout backend as version ``s``. In ``sync`` mode a step's rollouts start
+after the previous step's update; in ``async`` mode the rollouts of the next
+``lookahead`` steps are already running while a step trains, and the
+staleness bound decides what their older samples are worth. The held-out
+split is evaluated, with the weights fixed, before training, every
+``eval_every`` steps and after the last.
+
+A checkpoint (every ``checkpoint_every`` steps, and after the last) holds the
+trainer's state and, in its ``extra``, the loop's :class:`LoopState`: the
+cursor in the planned prompt sequence and the curve so far. ``run(resume=
+True)`` restores both, pushes the restored weights, and continues from the
+next step's prompts, so no prompt is skipped or trained twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from megaflow.app.job import Job
+from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
+from megaflow.app.training.learner import open_trainer, policy_dir
+from megaflow.app.training.plan import PromptPlan
+from megaflow.app.training.rollouts import Rollouts, round_name
+from megaflow.app.training.splits import Splits, load_splits
+from megaflow.app.training.staleness import apply_staleness
+from megaflow.app.training.weights import push_weights
+from megaflow.config.models import RunConfig
+from megaflow.core.errors import ConfigError
+from megaflow.core.tasks import TaskType
+from megaflow.model.abstract import ModelClient
+from megaflow.train.loop_config import TrainingConfig
+from megaflow.train.stats import StepStats
+from megaflow.train.trainer import Trainer
+
+
+class LoopState(BaseModel):
+    """What a checkpoint's ``extra`` holds of the loop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    cursor: int
+    version: int
+    plan: str
+    curve: Curve
+
+
+def plan_key(plan: PromptPlan) -> str:
+    """Names the planned sequence; a resumed run must plan the same one."""
+    return hashlib.sha256("\n".join(plan.sequence()).encode()).hexdigest()[:16]
+
+
+class TrainLoop:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        *,
+        run_id: str,
+        config_dir: Path | None = None,
+        printer: Callable[[str], None] = print,
+    ) -> None:
+        if cfg.train is None:
+            raise ConfigError("the config has no train: section", [("train", "missing")])
+        self.cfg = cfg
+        self.tc: TrainingConfig = cfg.train
+        self.run_id = run_id
+        self.say = printer
+        self.splits: Splits = load_splits(cfg, config_dir)
+        policy_dir(cfg)  # a bad model fails here, before anything starts
+        self.plan = PromptPlan(
+            tuple(i.instance_id for i in self.splits.train),
+            self.tc.prompts_per_step,
+            self.tc.steps,
+            self.tc.seed,
+        )
+        self.job = Job(cfg, run_id=run_id, config_dir=config_dir)
+        self.incarnation = secrets.token_hex(3)
+        self.curve = Curve(run_id=run_id, updates=self.tc.updates)
+        self.sync_s: list[float] = []
+        self.trainer: Trainer  # started by run()
+
+    @property
+    def png(self) -> Path:
+        tc = self.tc
+        return Path(tc.curve) if tc.curve else Path(tc.out_dir) / self.run_id / "curve.png"
+
+    async def run(self, *, resume: bool = False) -> Curve:
+        async with self.job as job:
+            model = job.arms[self.run_id].model
+            trainer = await asyncio.to_thread(open_trainer, self.cfg, self.run_id)
+            try:
+                self.trainer = trainer
+                first = await self._restore(model) if resume else 1
+                rollouts = Rollouts(job, self.incarnation)
+                if not resume:
+                    await self._evaluate(rollouts, 0)
+                await self._train(rollouts, model, first)
+            finally:
+                await asyncio.to_thread(trainer.close)
+        self.curve.write(self.png)
+        return self.curve
+
+    @property
+    def version(self) -> int:
+        return self.trainer.weights_version
+
+    async def _push(self, model: ModelClient) -> None:
+        weights = await asyncio.to_thread(self.trainer.state_dict_for_inference)
+        self.sync_s.append(await push_weights(model, weights, self.version))
+
+    async def _restore(self, model: ModelClient) -> int:
+        extra = await self.trainer.resume(self.job.stores.artifacts)
+        if extra is None:
+            raise ConfigError(
+                f"run {self.run_id} has no checkpoint to resume from",
+                [("--resume", "no checkpoint of this run")],
+            )
+        state = LoopState.model_validate(extra)
+        if (
+            state.plan != plan_key(self.plan)
+            or state.cursor != state.step * self.plan.prompts_per_step
+        ):
+            raise ConfigError(
+                f"run {self.run_id} was planned with other prompts (train split, "
+                "prompts_per_step, steps or seed changed); resume it with its own config",
+                [("train", "differs from the checkpointed run")],
+            )
+        if state.version != self.version:
+            raise ConfigError(
+                f"run {self.run_id}: the checkpoint's trainer is at weights v{self.version}, "
+                f"its loop state at v{state.version}",
+                [("--resume", "inconsistent checkpoint")],
+            )
+        self.curve = state.curve
+        if self.version:
+            await self._push(model)
+        self.say(f"resumed {self.run_id} after step {state.step} (weights v{self.version})")
+        return state.step + 1
+
+    async def _submit(self, rollouts: Rollouts, step: int) -> str:
+        name = round_name(self.incarnation, step)
+        insts = [self.splits.by_id[i] for i in self.plan.batch(step)]
+        await rollouts.submit(name, insts, self.cfg.samples, TaskType.TRAIN)
+        return name
+
+    async def _train(self, rollouts: Rollouts, model: ModelClient, first: int) -> None:
+        tc = self.tc
+        runs: dict[int, str] = {}
+        for step in range(first, tc.steps + 1):
+            t0 = time.perf_counter()
+            for s in range(step, min(tc.steps, step + tc.ahead) + 1):
+                if s not in runs:
+                    runs[s] = await self._submit(rollouts, s)
+            batch = await rollouts.collect(runs.pop(step))
+            groups, stale = apply_staleness(
+                batch.groups, self.version, max_staleness=tc.max_staleness,
+                stale=tc.stale, decay=tc.reweight_decay,
+            )  # fmt: skip
+            stats: StepStats | None = None
+            if tc.updates:
+                stats = await asyncio.to_thread(self.trainer.step, groups)
+                if stats.updated:
+                    await self._push(model)
+            point = StepPoint(
+                step=step, prompts=self.plan.batch(step), reward_mean=batch.reward_mean,
+                loss=stats.loss if stats else None, kl=stats.kl if stats else None,
+                weights_version=self.version, staleness_max=stale.staleness_max,
+                samples=stale.samples, dropped=stale.dropped, reweighted=stale.reweighted,
+                tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
+            )  # fmt: skip
+            self.curve.steps.append(point)
+            self.say(_line(point, tc, batch.masked))
+            last = step == tc.steps
+            if last or (tc.eval_every and step % tc.eval_every == 0):
+                await self._evaluate(rollouts, step)
+            if tc.checkpoint_every and (last or step % tc.checkpoint_every == 0):
+                await self._checkpoint(step)  # with this step's evaluation
+
+    async def _checkpoint(self, step: int) -> None:
+        state = LoopState(
+            step=step,
+            cursor=step * self.plan.prompts_per_step,
+            version=self.version,
+            plan=plan_key(self.plan),
+            curve=self.curve,
+        )
+        await self.trainer.save_checkpoint(self.job.stores.artifacts, state.model_dump(mode="json"))
+
+    async def _evaluate(self, rollouts: Rollouts, step: int) -> None:
+        name = round_name(self.incarnation, step, held_out=True)
+        await rollouts.submit(
+            name, self.splits.held_out, self.tc.eval_samples, TaskType.EVAL, priority=1
+        )
+        # The weights change only in a training step, so the round sees one version.
+        rewards, lost = await rollouts.scores(name)
+        point = EvalPoint(
+            step=step,
+            weights_version=self.version,
+            reward_mean=sum(rewards) / len(rewards) if rewards else 0.0,
+            samples=len(rewards),
+            masked=lost,
+        )
+        self.curve.evals.append(point)
+        what = "before training" if step == 0 else f"after step {step}"
+        gone = f", {point.masked} lost" if point.masked else ""
+        self.say(
+            f"held-out reward {what}: {point.reward_mean:.3f} over {point.samples} samples"
+            f"{gone} (weights v{self.version})"
+        )
+
+
+def _line(p: StepPoint, tc: TrainingConfig, lost: int) -> str:
+    loss = "-" if p.loss is None else f"{p.loss:.4f}"
+    kl = "-" if p.kl is None else f"{p.kl:.4f}"
+    extra = f" dropped {p.dropped}" if p.dropped else ""
+    extra += f" reweighted {p.reweighted}" if p.reweighted else ""
+    extra += f" lost {lost}" if lost else ""
+    return (
+        f"step {p.step}/{tc.steps}  reward {p.reward_mean:.3f}  loss {loss}  kl {kl}  "
+        f"weights v{p.weights_version}  staleness {p.staleness_max}/{tc.max_staleness}"
+        f"{extra}  {p.seconds:.1f} s"
+    )

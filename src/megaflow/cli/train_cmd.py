@@ -1,0 +1,102 @@
+"""``megaflow train CONFIG``: the closed RL loop, with a line per step and a curve.
+
+Prints the held-out reward before training, one line per step (reward mean,
+loss, KL, weights version, staleness, seconds), the held-out reward after
+each evaluation round, and at the end where the PNG curve and its JSON went.
+``--resume RUN`` continues RUN from its last checkpoint with the same config;
+``--no-updates`` runs the same loop without optimizer steps (the control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+
+from megaflow.app.assembly import new_run_id
+from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from megaflow.config import load_config
+from megaflow.core.errors import ConfigError, MegaFlowError
+
+
+def _quiet() -> None:
+    """The progress lines are the output: no loading bars, no single-process DCP notice."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+
+
+def train(
+    config: Path = typer.Argument(..., help="A run config (YAML) with a train: section."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue this run from its last checkpoint."
+    ),
+    no_updates: bool = typer.Option(
+        False, "--no-updates", help="The same loop without optimizer steps (a control run)."
+    ),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="Override train.steps."),
+    mode: str | None = typer.Option(None, "--mode", help="Override train.mode: sync or async."),
+) -> None:
+    """Train the rollout model on CONFIG's tasks with GRPO, pushing new weights in place."""
+    try:
+        from megaflow.app.training.loop import TrainLoop
+    except ImportError as exc:
+        fail(f"megaflow train needs the train extra (pip install 'megaflow[train]'): {exc}")
+    _quiet()
+    try:
+        cfg = load_config(config)
+        if cfg.train is None:
+            raise ConfigError(
+                f"{config}: no train: section; `megaflow run` runs a config without one",
+                [("train", "missing")],
+            )
+        update: dict[str, object] = {}
+        if no_updates:
+            update["updates"] = False
+        if steps is not None:
+            update["steps"] = steps
+        if mode is not None:
+            if mode not in ("sync", "async"):
+                raise ConfigError(f"--mode must be sync or async, not {mode!r}", [("--mode", mode)])
+            update["mode"] = mode
+        if update:
+            train_cfg = type(cfg.train).model_validate({**cfg.train.model_dump(), **update})
+            cfg = cfg.model_copy(update={"train": train_cfg})
+        run_id = resume or new_run_id(cfg.name)
+        loop = TrainLoop(
+            cfg, run_id=run_id, config_dir=config.resolve().parent, printer=console.print
+        )
+    except MegaFlowError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except ValueError as exc:  # a validation error of an override
+        fail(f"{config}: {exc}", EXIT_BAD_INPUT)
+    tc = loop.tc
+    console.print(
+        f"train run [bold]{run_id}[/]: {tc.steps} steps x {tc.prompts_per_step} "
+        f"prompts x {cfg.samples} samples, {tc.mode}"
+        f"{'' if tc.updates else ', no updates (control)'}",
+        highlight=False,
+    )
+    try:
+        curve = asyncio.run(loop.run(resume=resume is not None))
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        fail(f"interrupted; continue with `megaflow train {config} --resume {run_id}`", EXIT_FAILED)
+    except MegaFlowError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
+    if curve.evals:
+        first, last = curve.evals[0], curve.evals[-1]
+        console.print(
+            f"held-out reward: {first.reward_mean:.3f} at step {first.step} -> "
+            f"{last.reward_mean:.3f} at step {last.step} (weights v{last.weights_version})",
+            highlight=False,
+        )
+    if loop.sync_s:
+        mean = sum(loop.sync_s) / len(loop.sync_s)
+        console.print(f"weight sync: {mean * 1000:.0f} ms per update", highlight=False)
+    console.print(f"curve: {loop.png} and {loop.png.with_suffix('.json')}", highlight=False)
