@@ -6,18 +6,22 @@ re-read them strictly), with the checkpoint prefix made the run's own
 (``<checkpoint_prefix>/<run id>``), so a run resumes from its checkpoints
 and no other's. The policy starts from the rollout model's own directory:
 the trainer and the ``transformers`` backend load the same weights, version 0.
+torch is imported when the trainer starts, not with this module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError
 from megaflow.model.config import TransformersModelConfig
 from megaflow.train.config import TrainerConfig
 from megaflow.train.loop_config import TrainingConfig
-from megaflow.train.trainer import Trainer
+
+if TYPE_CHECKING:
+    from megaflow.train.trainer import Trainer
 
 
 def trainer_config(tc: TrainingConfig, run_id: str) -> TrainerConfig:

@@ -31,6 +31,7 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,7 +49,9 @@ from megaflow.core.tasks import TaskType
 from megaflow.model.abstract import ModelClient
 from megaflow.train.loop_config import TrainingConfig
 from megaflow.train.stats import StepStats
-from megaflow.train.trainer import Trainer
+
+if TYPE_CHECKING:
+    from megaflow.train.trainer import Trainer
 
 
 class LoopState(BaseModel):
