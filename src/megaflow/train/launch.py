@@ -1,0 +1,178 @@
+"""Starting the trainer ranks: spawned processes, or under ``torchrun``.
+
+:func:`start` returns the :class:`~megaflow.train.trainer.Trainer` on rank
+0, the process of the caller (the loop), and runs the protocol of
+:mod:`megaflow.train.protocol` on every other rank:
+
+* **One rank** (``world_size: 1``): no process group; the model trains in
+  the caller's process (on CUDA when the backend resolves to NCCL).
+* **Spawned** (``world_size: N`` and no torchrun environment): the caller's
+  process is rank 0. It opens a ``TCPStore`` on a free loopback port, spawns
+  ranks 1..N-1 (``torch.multiprocessing``, start method ``spawn``, daemonic,
+  so they die with the caller), and all N join one process group through
+  that store. Each rank builds its :class:`~megaflow.train.worker.RankWorker`;
+  the ranks then exchange whether that worked, so a rank that cannot load the
+  model fails every rank with its message instead of a hang. Ranks > 0 run
+  :func:`megaflow.train.protocol.serve` until ``Trainer.close()``.
+* **torchrun** (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set):
+  every process calls :func:`start` with the same arguments; the process
+  group is joined through ``env://``; rank 0 gets the Trainer and every other
+  rank serves inside :func:`start` and gets ``None`` once rank 0 closes, so a
+  script does ``trainer = start(...); if trainer is None: return``.
+
+The backend is gloo on CPU and NCCL with one GPU per rank (``LOCAL_RANK``);
+``auto`` picks NCCL when CUDA is available. Only gloo on CPU is tested here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from megaflow.core.errors import ConfigError
+from megaflow.train import protocol
+from megaflow.train.config import TrainerConfig
+from megaflow.train.trainer import Trainer
+from megaflow.train.worker import RankWorker
+
+_HOST = "127.0.0.1"
+
+
+def resolve_backend(config: TrainerConfig) -> str:
+    """``gloo`` or ``nccl``; raises ConfigError when NCCL is asked for without CUDA."""
+    if config.backend == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if config.backend == "nccl" and not torch.cuda.is_available():
+        raise ConfigError(
+            "train.backend is 'nccl' but CUDA is not available; use 'gloo' or 'auto'",
+            [("train.backend", "nccl needs CUDA")],
+        )
+    return config.backend
+
+
+def _device(backend: str, local_rank: int) -> torch.device:
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _build(
+    model_dir: str | Path, config: TrainerConfig, rank: int, world: int, backend: str
+) -> RankWorker:
+    """Build this rank's worker, then learn whether every rank managed to."""
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    worker: RankWorker | None = None
+    error: str | None = None
+    try:
+        worker = RankWorker(
+            model_dir,
+            config,
+            rank=rank,
+            world_size=world,
+            device=_device(backend, local_rank),
+        )
+    except Exception as exc:
+        error = f"rank {rank}: {type(exc).__name__}: {exc}"
+    errors: list[Any] = [None] * world
+    dist.all_gather_object(errors, error)
+    failed = [e for e in errors if e]
+    if failed or worker is None:
+        dist.destroy_process_group()
+        raise RuntimeError("trainer ranks failed to start: " + "; ".join(failed))
+    return worker
+
+
+def _join(backend: str, rank: int, world: int, config: TrainerConfig, port: int) -> None:
+    store = dist.TCPStore(  # type: ignore[attr-defined]
+        _HOST, port, world, is_master=False, timeout=timedelta(seconds=config.timeout_s)
+    )
+    dist.init_process_group(
+        backend,
+        store=store,
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=config.timeout_s),
+    )
+
+
+def _spawned_rank(
+    rank: int, world: int, port: int, model_dir: str, config_json: str, backend: str
+) -> None:
+    """Entry point of a spawned rank > 0."""
+    config = TrainerConfig.model_validate_json(config_json)
+    _join(backend, rank, world, config, port)
+    try:
+        worker = _build(model_dir, config, rank, world, backend)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return
+    protocol.serve(worker)
+    dist.destroy_process_group()
+
+
+def _spawn(model_dir: str | Path, config: TrainerConfig, backend: str) -> Trainer:
+    world = config.world_size
+    timeout = timedelta(seconds=config.timeout_s)
+    store = dist.TCPStore(  # type: ignore[attr-defined]
+        _HOST, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
+    )
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(
+            target=_spawned_rank,
+            args=(r, world, store.port, str(model_dir), config.model_dump_json(), backend),
+            daemon=True,
+        )
+        for r in range(1, world)
+    ]
+    for p in procs:
+        p.start()
+
+    def reap() -> None:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+    try:
+        dist.init_process_group(backend, store=store, rank=0, world_size=world, timeout=timeout)
+        worker = _build(model_dir, config, 0, world, backend)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        reap()
+        raise
+    return Trainer(worker, on_close=reap)
+
+
+def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
+    """The Trainer on rank 0; on another torchrun rank, serve, then None."""
+    backend = resolve_backend(config)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        world = int(os.environ["WORLD_SIZE"])
+        if config.world_size not in (1, world):
+            raise ConfigError(
+                f"train.world_size is {config.world_size} but torchrun started {world} ranks",
+                [("train.world_size", f"must be {world} under this torchrun")],
+            )
+        rank = int(os.environ["RANK"])
+        dist.init_process_group(backend, timeout=timedelta(seconds=config.timeout_s))
+        worker = _build(model_dir, config, rank, world, backend)
+        if rank == 0:
+            return Trainer(worker)
+        protocol.serve(worker)
+        dist.destroy_process_group()
+        return None
+    if config.world_size == 1:
+        local = _device(backend, 0) if backend == "nccl" else torch.device("cpu")
+        return Trainer(RankWorker(model_dir, config, device=local))
+    return _spawn(model_dir, config, backend)

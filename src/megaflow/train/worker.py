@@ -1,0 +1,267 @@
+"""One trainer rank: the policy model, its optimizer, and what a step does.
+
+A :class:`RankWorker` loads a transformers causal LM from a local directory.
+With more than one rank, every decoder block the model declares unsplittable
+(``_no_split_modules``) and then the whole model are wrapped with FSDP2
+(``fully_shard``), so parameters, gradients and optimizer state are sharded
+across ranks. ``step`` runs the same plan on every rank
+(:mod:`megaflow.train.batching`), accumulates gradients over micro-batches,
+clips the global norm and steps AdamW. The loss of each micro-batch is
+already a share of the step's mean (:func:`megaflow.train.grpo.sample_weights`)
+and is multiplied by the world size because FSDP averages gradients across
+ranks; one process and N ranks therefore take the same update.
+
+Methods that gather or scatter state are collectives: every rank calls them
+in the same order (:mod:`megaflow.train.launch` arranges that).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from megaflow.core.errors import ConfigError
+from megaflow.train import grpo
+from megaflow.train.batching import plan
+from megaflow.train.checkpoint import FullState, read_tensors
+from megaflow.train.config import TrainerConfig
+from megaflow.train.samples import TrainingSample
+from megaflow.train.stats import StepStats
+
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def load_causal_lm(model_dir: str | Path, device: torch.device) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            f"trainer model directory {str(path)!r} has no config.json; "
+            "give a local transformers model directory"
+        )
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        path, local_files_only=True, dtype=torch.float32
+    )
+    return model.to(device)
+
+
+def _shard(model: Any) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    blocks = set(getattr(model, "_no_split_modules", None) or ())
+    for module in model.modules():
+        if type(module).__name__ in blocks:
+            fully_shard(module)
+    fully_shard(model)
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _pad_sample(pad_id: int) -> grpo.Scored:
+    """A pass that trains nothing, for a rank with fewer micro-batches than the rest."""
+    s = TrainingSample(
+        sample_id="pad",
+        group_id="pad",
+        run_id="pad",
+        prompt_ids=[pad_id],
+        completion_ids=[pad_id],
+        logprobs=[0.0],
+        loss_mask=[0],
+    )
+    return grpo.Scored(s, 0.0, 0.0)
+
+
+class RankWorker:
+    """The model, reference model and optimizer of one rank."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        config: TrainerConfig,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        device: torch.device | None = None,
+    ) -> None:
+        self.config = config
+        self.rank = rank
+        self.world_size = world_size
+        self.distributed = world_size > 1
+        self.device = device or torch.device("cpu")
+        torch.manual_seed(config.seed + rank)
+        random.seed(config.seed + rank)
+        self.model = load_causal_lm(model_dir, self.device)
+        self.model.train(config.dropout)
+        cfg = self.model.config
+        pad = cfg.pad_token_id if cfg.pad_token_id is not None else cfg.eos_token_id
+        self.pad_id = int(pad or 0)
+        self.ref: Any = None
+        if config.kl_coef > 0:
+            self.ref = load_causal_lm(model_dir, self.device).eval().requires_grad_(False)
+        if self.distributed:
+            _shard(self.model)
+            if self.ref is not None:
+                _shard(self.ref)
+        self.optim = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=config.lr,
+            betas=config.betas,
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
+        self.step_count = 0
+        self.version = 0
+
+    # -- the update ------------------------------------------------------------
+
+    def step(self, groups: Sequence[Sequence[TrainingSample]]) -> StepStats:
+        """One optimizer step on ``groups``; every rank passes the same groups."""
+        t0 = time.perf_counter()
+        cfg = self.config
+        adv = grpo.group_advantages(groups, scale_std=cfg.scale_std, std_eps=cfg.std_eps)
+        scored = grpo.sample_weights(adv.scored, cfg.loss_agg)
+        mine = plan(
+            scored, world_size=self.world_size, size=cfg.micro_batch, unit=cfg.micro_batch_unit
+        )[self.rank]
+        sums = torch.zeros(len(grpo.STAT_FIELDS), dtype=torch.float64)
+        grad_norm = 0.0
+        if scored:
+            for i, items in enumerate(mine):
+                if self.distributed:
+                    self.model.set_requires_gradient_sync(i == len(mine) - 1)
+                sums += self._micro_step(items or [_pad_sample(self.pad_id)]).double()
+            grad_norm = self._clip()
+            self.optim.step()
+            self.optim.zero_grad(set_to_none=True)
+            self.step_count += 1
+            self.version += 1
+        if self.distributed:
+            dist.all_reduce(sums)
+        ratio, clipped, kl, tokens, loss = sums.tolist()
+        n = max(tokens, 1.0)
+        return StepStats(
+            step=self.step_count,
+            weights_version=self.version,
+            updated=bool(scored),
+            loss=loss,
+            mean_ratio=ratio / n,
+            clip_fraction=clipped / n,
+            kl=kl / n,
+            grad_norm=grad_norm,
+            tokens=int(tokens),
+            samples=len(scored),
+            groups=len(groups),
+            zero_advantage_groups=adv.zero_advantage_groups,
+            masked_samples=adv.masked_samples,
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _micro_step(self, items: Sequence[grpo.Scored]) -> torch.Tensor:
+        batch = grpo.collate(items, self.pad_id).to(self.device)
+        cfg = self.config
+        logp = grpo.token_logprobs(
+            self.model, batch.input_ids, batch.attention_mask, cfg.temperature
+        )
+        ref_logp = None
+        if self.ref is not None:
+            with torch.no_grad():
+                ref_logp = grpo.token_logprobs(
+                    self.ref, batch.input_ids, batch.attention_mask, cfg.temperature
+                )
+        loss, sums = grpo.grpo_loss(
+            logp,
+            batch,
+            clip_low=cfg.clip_eps,
+            clip_high=cfg.clip_high,
+            kl_coef=cfg.kl_coef,
+            ref_logp=ref_logp,
+        )
+        # FSDP averages gradients over ranks; each rank's loss is a share of the sum
+        torch.autograd.backward(loss * self.world_size)
+        return sums.cpu()
+
+    def _clip(self) -> float:
+        limit = self.config.grad_clip if self.config.grad_clip is not None else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
+        full = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        return float(full)
+
+    # -- state -----------------------------------------------------------------
+
+    def inference_state(self) -> dict[str, torch.Tensor]:
+        """The full model state on CPU at rank 0 (``{}`` on the other ranks)."""
+        if not self.distributed:
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        full = get_model_state_dict(self.model, options=_FULL)
+        return {k: v for k, v in full.items() if isinstance(v, torch.Tensor)}
+
+    def full_state(self) -> FullState:
+        """Everything a checkpoint holds, gathered to rank 0."""
+        model = self.inference_state()
+        optim = None
+        if self.step_count:
+            optim = get_optimizer_state_dict(self.model, self.optim, options=_FULL)
+        rng = [_rng_state()]
+        if self.distributed:
+            gathered: list[Any] = [None] * self.world_size if self.rank == 0 else []
+            dist.gather_object(rng[0], gathered if self.rank == 0 else None, dst=0)
+            rng = gathered if self.rank == 0 else []
+        return FullState(model, optim, rng, self.step_count, self.version)
+
+    def restore(
+        self,
+        local: Path | None,
+        has_optim: bool,
+        rng: list[dict[str, Any]],
+        step: int,
+        version: int,
+    ) -> None:
+        """Load a checkpoint rank 0 downloaded to ``local`` (None on the other
+        ranks, which receive the tensors by broadcast)."""
+        model: dict[str, Any] = dict(
+            self.inference_state()
+        )  # the full state dicts double as load templates
+        optim = (
+            get_optimizer_state_dict(self.model, self.optim, options=_FULL) if has_optim else None
+        )
+        if self.rank == 0:
+            if local is None:
+                raise ValueError("rank 0 restores from a local checkpoint directory")
+            read_tensors(local, model, optim)
+        if self.distributed:
+            opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        else:
+            opts = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(self.model, model, options=opts)
+        if optim is not None:
+            set_optimizer_state_dict(self.model, self.optim, optim, options=opts)
+        if self.rank < len(rng):
+            _set_rng_state(rng[self.rank])
+        self.step_count = step
+        self.version = version
