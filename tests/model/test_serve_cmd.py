@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -53,6 +54,13 @@ def test_serve_model_process_answers_and_stops_cleanly(tmp_path: Path) -> None:
         assert call.function.name == "submit"  # type: ignore[union-attr]
         assert json.loads(call.function.arguments) == {}  # type: ignore[union-attr]
         client.close()
+        # The weights route takes the same token; the replay backend then refuses weights.
+        weights = {"path": str(tmp_path), "version": 1}
+        url = f"{match.group(1)}/weights"
+        assert httpx.post(url, json=weights).status_code == 401
+        answer = httpx.post(url, json=weights, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 500
+        assert "cannot take new weights" in answer.json()["error"]["message"]
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=30)

@@ -1,4 +1,5 @@
-"""One contract for model control, in-process and over gRPC: list, register, drain."""
+"""One contract for model control, in-process and over gRPC: list, register, drain,
+update weights."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from megaflow.core.errors import AuthError, InvalidInput, NotFound
-from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
+from megaflow.core.errors import AuthError, InvalidInput, ModelError, NotFound
+from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion, Weights
 from megaflow.model.config import ReplayModelConfig
 from megaflow.model.control import LocalModelControl, ModelControl
-from megaflow.model.routing import Router
+from megaflow.model.routing import Replica, Router
 from megaflow.rpc.auth import generate_token
 from megaflow.rpc.gen import model_pb2 as pb
 from megaflow.rpc.gen import model_pb2_grpc
@@ -40,6 +41,20 @@ class GatedBackend(Backend):
         self.entered.set()
         await self.gate.wait()
         return Completion(message={"role": "assistant", "content": "done"}, model="gated")
+
+
+class WeightsBackend(GatedBackend):
+    """Takes new weights: remembers what it was given."""
+
+    name = "weights"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates: list[tuple[Weights, int]] = []
+
+    async def update_weights(self, weights: Weights, version: int) -> None:
+        self.updates.append((weights, version))
+        self.weights_version = version
 
 
 @pytest.fixture
@@ -120,3 +135,18 @@ async def test_auth_and_invalid_config(router: Router, token: str) -> None:
                 await stub.RegisterBackend(req, metadata=md)
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "telepathy" in (info.value.details() or "")
+
+
+async def test_update_weights_reaches_every_replica_and_names_a_refusal(
+    control: ModelControl, router: Router
+) -> None:
+    taker = WeightsBackend()
+    router.replicas.append(Replica(taker))
+    with pytest.raises(ModelError, match=r"refused by 1 of 2 backends \(gated/0: gated cannot"):
+        await control.update_weights("/ckpt/step-3", 3)
+    assert taker.updates == [("/ckpt/step-3", 3)]
+    versions = {b.name: b.weights_version for b in await control.list_backends()}
+    assert versions == {"gated/0": 0, "weights/1": 3}
+    router.replicas.pop(0)  # only backends that take weights are left
+    (status,) = await control.update_weights("/ckpt/step-4", 4)
+    assert (status.name, status.weights_version) == ("weights/1", 4)
