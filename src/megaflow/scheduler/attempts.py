@@ -1,64 +1,37 @@
-"""Running attempts: stages, outcomes, retries, timeouts, cancellation.
+"""Running attempts: stages, timeouts, interruption, cancellation.
 
 :class:`AttemptRunner` owns what happens to a task once the dispatcher has
-placed it. It gets its collaborators explicitly: the dispatch core (to
-release a slot or queue a task again), the :class:`TaskBook` of task states
-it shares with the dispatcher, the :class:`StateWriter`, the event loop, a
-clock, a ``kick`` callback that wakes the dispatcher, and optional metrics.
-How an attempt ended is an :class:`~megaflow.core.tasks.Outcome`, classified
-from the executor's exception by :func:`~megaflow.core.tasks.classify`:
+placed it, until its attempt ends; :class:`~megaflow.scheduler.outcomes.Outcomes`
+then decides what the task becomes. The runner gets its collaborators
+explicitly: the dispatch core (to release a slot or queue a task again), the
+:class:`TaskBook` of task states it shares with the dispatcher, the
+:class:`StateWriter`, the event loop, a clock, a ``kick`` callback that wakes
+the dispatcher, the backoff function and optional metrics.
 
-==========================  ===========================================
-executor outcome            task state
-==========================  ===========================================
-returns a ``TaskResult``    SUCCEEDED
-``InfraError``, lost        RETRYING -> QUEUED after backoff, or FAILED
-instance                    once ``max_attempts`` infra failures are spent
-``AgentError``,             FAILED (final)
-``ModelError``
-``TimeoutError`` / start    TIMED_OUT (final)
-or task deadline passed
-cancelled by a user         CANCELLED (the executor gets CancelledError)
-preempted                   PREEMPTED -> QUEUED (not a failed attempt)
-==========================  ===========================================
+Cancellation, preemption, instance loss and the start timeout all reach the
+executor as ``asyncio.CancelledError``; the reason recorded before the
+cancel decides the outcome. The start timeout and the task deadline of every
+attempt share two :class:`~megaflow.scheduler.deadlines.Deadlines` timers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from megaflow.core.events import TaskFailed, TaskFinished, TaskPreempted
-from megaflow.core.states import ACTIVE_STATES, TaskState
-from megaflow.core.tasks import Attempt, ErrorKind, Outcome, TaskResult, TaskSpec, classify
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
 from megaflow.monitoring.scheduler import SchedulerMetrics
-from megaflow.scheduler.abstract import STAGES, PendingTask, TaskContext, TaskExecutor
+from megaflow.scheduler.abstract import PendingTask, TaskContext, TaskExecutor
 from megaflow.scheduler.book import TaskBook
-from megaflow.scheduler.config import RetryConfig
 from megaflow.scheduler.deadlines import Deadlines
 from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.fleet import Instance
-from megaflow.scheduler.records import trusted
+from megaflow.scheduler.outcomes import Outcomes
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import MetadataStore
-
-_STAGE_AT = {s: i for i, s in enumerate(STAGES)}
-_KIND = {o: o.error_kind for o in Outcome}  # a dict lookup, not an enum property, per attempt
-_FINAL = {
-    Outcome.AGENT: TaskState.FAILED,
-    Outcome.TIMEOUT: TaskState.TIMED_OUT,
-    Outcome.CANCEL: TaskState.CANCELLED,
-    Outcome.ERROR: TaskState.FAILED,
-}
-
-
-def backoff(retry: RetryConfig, rng: random.Random, failures: int) -> float:
-    """Exponential backoff with jitter before retry number ``failures``."""
-    delay = min(retry.max_s, retry.base_s * 2.0 ** (failures - 1))
-    return delay * (1 - retry.jitter * rng.random())
 
 
 class AttemptRunner:
@@ -94,26 +67,16 @@ class AttemptRunner:
         self._placed: dict[str, tuple[PendingTask, Instance, int]] = {}
         """Attempts created but not yet entered: cancelling those skips their body."""
         self._spawned: set[asyncio.Task[Any]] = set()
+        self.outcomes = Outcomes(
+            book=book, core=core, writer=writer, loop=loop, kick=kick,
+            backoff=backoff, timers=self.timers, metrics=metrics,
+        )  # fmt: skip
 
     # -- bookkeeping -------------------------------------------------------------
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = self.loop.create_task(coro)
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
-
-    def _finish(self, spec: TaskSpec, dst: TaskState, result: TaskResult) -> None:
-        self.writer.result(result)
-        self.book.set_state(spec.id, dst, result.error)
-        ev = trusted(
-            TaskFinished,
-            ts=time.time(),
-            run_id=spec.run_id,
-            task_id=spec.id,
-            state=dst,
-            success=result.success,
-            reward=result.reward,
-        )
-        self.writer.event(ev)
 
     # -- starting --------------------------------------------------------------------
     def start_attempt(self, task: PendingTask, inst: Instance) -> None:
@@ -128,22 +91,14 @@ class AttemptRunner:
         self.running_tasks[tid] = self.loop.create_task(self._attempt(task, inst, n))
 
     def _report(self, spec: TaskSpec, stage: TaskState) -> None:
-        tid = spec.id
-        book = self.book
-        cur = book.state[tid]
-        if cur not in ACTIVE_STATES:
-            return  # interrupted meanwhile: a late report changes nothing
-        at = _STAGE_AT.get(cur, -1)
-        target = _STAGE_AT[stage]
-        if target <= at:
-            return
-        for s in STAGES[at + 1 : target + 1]:
-            book.set_state(tid, s)
+        at = self.book.advance(spec.id, stage)
+        if at is None:
+            return  # interrupted meanwhile, or a stage already passed
         if stage is TaskState.STARTING:
             if spec.timeouts.start_s is not None:
-                self._start_timeouts.add(tid, spec.timeouts.start_s)
+                self._start_timeouts.add(spec.id, spec.timeouts.start_s)
         elif at < 1:  # only STARTING arms the start timeout
-            self._start_timeouts.discard(tid)
+            self._start_timeouts.discard(spec.id)
 
     def _start_too_long(self, task_id: str, seconds: float) -> None:
         self.interrupt(task_id, Outcome.TIMEOUT, f"sandbox start took longer than {seconds}s")
@@ -184,84 +139,7 @@ class AttemptRunner:
             self.core.finish(tid, self.clock())
             self.kick()
         self.reasons.pop(tid, None)
-        self._conclude(task, inst, n, started, outcome, message, result)
-
-    # -- outcomes --------------------------------------------------------------------
-    def _conclude(
-        self,
-        task: PendingTask,
-        inst: Instance,
-        n: int,
-        started: float,
-        outcome: Outcome,
-        message: str,
-        result: TaskResult | None,
-    ) -> None:
-        spec = task.spec
-        tid = spec.id
-        now = time.time()
-        kind = _KIND.get(outcome)
-        self.writer.attempt(
-            trusted(
-                Attempt,
-                task_id=tid,
-                number=n,
-                instance=inst.id,
-                started_at=started,
-                ended_at=now,
-                error_kind=kind,
-                error=message or None,
-            )
-        )
-        if self.metrics is not None:
-            self._observe(outcome, kind, now - started)
-        book = self.book
-        if outcome is Outcome.OK:
-            assert result is not None
-            self._report(spec, TaskState.GRADING)
-            if result.task_id != tid:
-                result.task_id = tid
-            self._finish(spec, TaskState.SUCCEEDED, result)
-        elif outcome is Outcome.PREEMPT:
-            book.set_state(tid, TaskState.PREEMPTED, message)
-            book.set_state(tid, TaskState.QUEUED)
-            self.core.enqueue(task)
-            self.writer.event(TaskPreempted(run_id=spec.run_id, task_id=tid))
-        elif outcome is Outcome.INFRA or outcome is Outcome.LOST:
-            failures = book.failures[tid] = book.failures.get(tid, 0) + 1
-            retry = failures < spec.max_attempts
-            fail = TaskFailed(
-                run_id=spec.run_id,
-                task_id=tid,
-                error_kind=ErrorKind.INFRA,
-                error=message,
-                will_retry=retry,
-            )
-            self.writer.event(fail)
-            if retry:
-                book.set_state(tid, TaskState.RETRYING, message)
-                delay = self.backoff(failures)
-                self.timers[tid] = self.loop.call_later(delay, self._requeue, task)
-            else:
-                res = TaskResult(task_id=tid, error_kind=ErrorKind.INFRA, error=message)
-                self._finish(spec, TaskState.FAILED, res)
-        else:
-            res = TaskResult(task_id=tid, error_kind=kind, error=message)
-            self._finish(spec, _FINAL[outcome], res)
-
-    def _observe(self, outcome: Outcome, kind: ErrorKind | None, seconds: float) -> None:
-        assert self.metrics is not None
-        self.metrics.duration.labels(outcome=outcome.value).observe(seconds)
-        if kind is not None:
-            self.metrics.errors.labels(kind=kind.value).inc()
-
-    def _requeue(self, task: PendingTask) -> None:
-        self.timers.pop(task.id, None)
-        if self.book.state.get(task.id) is not TaskState.RETRYING:
-            return
-        self.book.set_state(task.id, TaskState.QUEUED)
-        self.core.enqueue(task)
-        self.kick()
+        self.outcomes.conclude(task, inst, n, started, outcome, message, result)
 
     def arm_queue_timeout(self, task_id: str, seconds: float) -> None:
         old = self.timers.get(task_id)
@@ -276,7 +154,7 @@ class AttemptRunner:
             return
         msg = f"waited in the queue longer than {task.spec.timeouts.queue_s}s"
         res = TaskResult(task_id=task_id, error_kind=ErrorKind.TIMEOUT, error=msg)
-        self._finish(task.spec, TaskState.TIMED_OUT, res)
+        self.outcomes.finish(task.spec, TaskState.TIMED_OUT, res)
 
     # -- interruption ----------------------------------------------------------------
     def interrupt(self, task_id: str, reason: Outcome, message: str) -> None:
@@ -296,7 +174,7 @@ class AttemptRunner:
             self.reasons.pop(task_id, None)
             self.core.finish(task_id, self.clock())
             self.kick()
-            self._conclude(task, inst, n, time.time(), reason, message, None)
+            self.outcomes.conclude(task, inst, n, time.time(), reason, message, None)
 
     async def cancel_local(self, run_id: str, task_id: str | None) -> int:
         book = self.book
@@ -317,7 +195,7 @@ class AttemptRunner:
                 if spec is None:
                     spec = (await self.metadata.get_task(tid)).spec
                 res = TaskResult(task_id=tid, error_kind=ErrorKind.CANCELLED, error="cancelled")
-                self._finish(spec, TaskState.CANCELLED, res)
+                self.outcomes.finish(spec, TaskState.CANCELLED, res)
             elif tid in self.running_tasks:
                 waits.append(self.running_tasks[tid])
                 self.interrupt(tid, Outcome.CANCEL, "cancelled")

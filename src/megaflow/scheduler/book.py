@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from megaflow.core.states import TERMINAL_STATES, TaskState
+from megaflow.core.states import ACTIVE_STATES, TERMINAL_STATES, TaskState
 from megaflow.core.tasks import TaskSpec
+from megaflow.scheduler.abstract import STAGES
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import Transition
+
+_STAGE_AT = {s: i for i, s in enumerate(STAGES)}
 
 
 class TaskBook:
@@ -66,6 +69,22 @@ class TaskBook:
                 ev = self.done_events.get(run)
                 if ev is not None:
                     ev.set()
+
+    def advance(self, task_id: str, stage: TaskState) -> int | None:
+        """Move an active task on to ``stage`` (STARTING, RUNNING or GRADING),
+        through any stage it skipped. Returns the index in ``STAGES`` it was at
+        (-1 before STARTING), or None if nothing changed: the task is no longer
+        active (interrupted meanwhile) or already at or past ``stage``."""
+        cur = self.state[task_id]
+        if cur not in ACTIVE_STATES:
+            return None
+        at = _STAGE_AT.get(cur, -1)
+        target = _STAGE_AT[stage]
+        if target <= at:
+            return None
+        for s in STAGES[at + 1 : target + 1]:
+            self.set_state(task_id, s)
+        return at
 
     def counts(self, run_id: str | None = None) -> dict[TaskState, int]:
         runs = [run_id] if run_id is not None else list(self.by_run_state)

@@ -10,14 +10,17 @@
 
 Two background tasks and no polling: a reader turns bus events (task
 submitted, capacity freed, instance joined / heartbeat / lost, task
-cancelled) into changes of the core and sets a wake flag; the dispatcher
-sleeps on that flag and, when woken, runs one planning round. Timers (retry
-backoff, a token bucket refilling, a queue timeout, a heartbeat deadline)
-are one-shot ``call_later`` handles armed only when needed.
+cancelled) into changes of the core and sets a wake flag; the
+:class:`Dispatcher` sleeps on that flag and, when woken, runs one planning
+round. Timers (retry backoff, a token bucket refilling, a queue timeout, a
+heartbeat deadline) are one-shot ``call_later`` handles armed only when
+needed.
 
-The scheduler is composed, not inherited: a :class:`TaskBook` holds the
-task states it shares with the :class:`AttemptRunner`, which runs placed
-attempts and classifies their outcomes (:mod:`megaflow.scheduler.attempts`).
+The scheduler is composed, not inherited. This module holds the public
+API, the lifecycle, the event reader and the intake; a :class:`TaskBook`
+holds the task states, an :class:`AttemptRunner` runs placed attempts, a
+:class:`FleetWatch` follows the instances and a :class:`Dispatcher` turns
+decisions into attempts, each given its collaborators explicitly.
 """
 
 from __future__ import annotations
@@ -30,23 +33,28 @@ from collections.abc import Iterable
 from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.core.events import (
     Event,
+    InstanceHeartbeat,
     InstanceJoined,
     InstanceLost,
     TaskCancelled,
     TaskSubmitted,
 )
+from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Outcome, RunSpec, TaskSpec
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask, TaskExecutor
-from megaflow.scheduler.attempts import AttemptRunner, backoff
+from megaflow.scheduler.attempts import AttemptRunner
 from megaflow.scheduler.autoscale import ThresholdAutoscaler, local_instance
 from megaflow.scheduler.book import TaskBook
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
+from megaflow.scheduler.dispatcher import Dispatcher
 from megaflow.scheduler.fleet import Instance
+from megaflow.scheduler.fleet_watch import FleetWatch
+from megaflow.scheduler.outcomes import backoff
 from megaflow.scheduler.writer import StateWriter
-from megaflow.storage.abstract import QueuedTask, Subscription, Transition
+from megaflow.storage.abstract import QueuedTask, Subscription
 from megaflow.storage.factory import Stores
 from megaflow.storage.recovery import RecoveryReport, recover_queue
 
@@ -60,7 +68,7 @@ _KINDS = (
 )
 
 
-class Scheduler:
+class Scheduler(Lifecycle):
     """Runs the tasks of one or more runs on a set of instances."""
 
     loop: asyncio.AbstractEventLoop
@@ -88,20 +96,17 @@ class Scheduler:
         self._initial = (
             list(instances) if instances is not None else [local_instance(config.max_concurrency)]
         )
-        self.rounds = 0
-        """Planning rounds run; an idle scheduler does not add to it."""
         self.events_handled = 0
         self._wake = asyncio.Event()
         self._sub: Subscription | None = None
         self._bg: list[asyncio.Task[None]] = []
-        self._heartbeats: dict[str, asyncio.TimerHandle] = {}
-        self._refill: asyncio.TimerHandle | None = None
-        self._scale_timer: asyncio.TimerHandle | None = None
         self._started = False
         self.writer = StateWriter(stores.metadata, stores.events)
         self.book = TaskBook(self.writer)
         self.core = DispatchCore(config)
         self.runner: AttemptRunner | None = None
+        self.fleet_watch: FleetWatch | None = None
+        self.dispatcher: Dispatcher | None = None
 
     # -- the shared task book, for progress and tests ---------------------------
     @property
@@ -113,16 +118,13 @@ class Scheduler:
         return self.book.run_of
 
     @property
-    def open(self) -> dict[str, int]:
-        return self.book.open
-
-    @property
-    def attempts(self) -> dict[str, int]:
-        return self.book.attempts
-
-    @property
     def failures(self) -> dict[str, int]:
         return self.book.failures
+
+    @property
+    def rounds(self) -> int:
+        """Planning rounds run; an idle scheduler does not add to it."""
+        return 0 if self.dispatcher is None else self.dispatcher.rounds
 
     def backoff(self, failures: int) -> float:
         """Exponential backoff with jitter before retry number ``failures``."""
@@ -140,34 +142,45 @@ class Scheduler:
         """Stop a running attempt; ``reason`` decides what its task becomes."""
         self._runner().interrupt(task_id, Outcome(reason), message)
 
+    def kick(self) -> None:
+        """Wake the dispatcher for a planning round."""
+        self._wake.set()
+
+    def now(self) -> float:
+        return time.monotonic()
+
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
         if self._started:
             return
         self._started = True
-        self.loop = asyncio.get_running_loop()
-        self.core = DispatchCore(self.config)
-        self.runner = AttemptRunner(
-            executor=self.executor,
-            book=self.book,
-            core=self.core,
-            writer=self.writer,
-            metadata=self.stores.metadata,
-            loop=self.loop,
-            clock=self.now,
-            kick=self.kick,
-            backoff=self.backoff,
-            metrics=self.metrics,
-        )
+        loop = self.loop = asyncio.get_running_loop()
+        core = self.core = DispatchCore(self.config)
+        kick = self._wake.set
+        runner = self.runner = AttemptRunner(
+            executor=self.executor, book=self.book, core=core, writer=self.writer,
+            metadata=self.stores.metadata, loop=loop, clock=self.now, kick=kick,
+            backoff=self.backoff, metrics=self.metrics,
+        )  # fmt: skip
+        watch = self.fleet_watch = FleetWatch(
+            core=core, bus=self.stores.events, loop=loop, clock=self.now, kick=kick,
+            interrupt=runner.interrupt, spawn=runner.spawn,
+            heartbeat_timeout_s=self.config.heartbeat_timeout_s,
+            autoscaler=self.autoscaler, fleet=self.fleet,
+        )  # fmt: skip
+        self.dispatcher = Dispatcher(
+            wake=self._wake, core=core, runner=runner, watch=watch, loop=loop,
+            clock=self.now, counts=self.counts, metrics=self.metrics,
+        )  # fmt: skip
         self.writer.start()
         now = self.now()
         for spec in self._initial:
-            self.core.add_instance(spec, now)
+            core.add_instance(spec, now)
         await self.executor.start()
         self._sub = await self.stores.events.subscribe(_KINDS, maxsize=4096)
         self._bg = [
-            self.loop.create_task(self._read(self._sub), name="scheduler-reader"),
-            self.loop.create_task(self._dispatch_loop(), name="scheduler-dispatcher"),
+            loop.create_task(self._read(self._sub), name="scheduler-reader"),
+            loop.create_task(self.dispatcher.run(), name="scheduler-dispatcher"),
         ]
 
     async def stop(self) -> None:
@@ -186,27 +199,16 @@ class Scheduler:
         self._bg = []
         runner = self._runner()
         await runner.abandon_attempts()
-        for h in [*self._heartbeats.values(), *runner.timers.values()]:
+        for h in runner.timers.values():
             h.cancel()
-        for timer in (self._refill, self._scale_timer):
-            if timer is not None:
-                timer.cancel()
-        self._refill = self._scale_timer = None
+        for part in (self.fleet_watch, self.dispatcher):
+            if part is not None:
+                part.close()
         if self._sub is not None:
             await self._sub.close()
             self._sub = None
         await self.writer.stop()
         await self.executor.stop()
-
-    async def __aenter__(self) -> Scheduler:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    def now(self) -> float:
-        return time.monotonic()
 
     # -- public API -----------------------------------------------------------------
     async def submit(self, run: RunSpec, tasks: list[TaskSpec]) -> None:
@@ -286,26 +288,16 @@ class Scheduler:
             self.kick()
 
     async def _handle(self, event: Event) -> None:
+        watch = self.fleet_watch
+        assert watch is not None, "events are read only once started"
         if isinstance(event, TaskSubmitted):
             await self._intake()
         elif isinstance(event, InstanceJoined):
-            cap = event.capacity
-            spec = InstanceSpec(
-                id=event.instance,
-                region=event.region,
-                cpu=float(cap.get("cpu", 1.0)),
-                memory_mb=int(cap.get("memory_mb", 1024)),
-                gpu=int(cap.get("gpu", 0)),
-                slots=int(cap.get("slots", 1)),
-            )
-            if self.core.instance(spec.id) is None:
-                self.core.add_instance(spec, self.now())
-            self._arm_heartbeat(spec.id)
-        elif event.kind == "instance_heartbeat":
-            if event.instance in self._heartbeats:
-                self._arm_heartbeat(event.instance)
+            watch.joined(event)
+        elif isinstance(event, InstanceHeartbeat):
+            watch.heartbeat(event.instance)
         elif isinstance(event, InstanceLost):
-            self._instance_lost(event.instance, event.reason)
+            watch.lost(event.instance, event.reason)
         elif isinstance(event, TaskCancelled):
             await self._runner().cancel_local(event.run_id, event.task_id)
 
@@ -332,81 +324,3 @@ class Scheduler:
             core.enqueue(PendingTask(spec, seq, now))
             if spec.timeouts.queue_s is not None:
                 runner.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
-
-    def _arm_heartbeat(self, inst_id: str) -> None:
-        old = self._heartbeats.pop(inst_id, None)
-        if old is not None:
-            old.cancel()
-        lost = InstanceLost(instance=inst_id, reason="no heartbeat")
-        self._heartbeats[inst_id] = self.loop.call_later(
-            self.config.heartbeat_timeout_s,
-            lambda: self._runner().spawn(self.stores.events.publish(lost)),
-        )
-
-    def _instance_lost(self, inst_id: str, reason: str) -> None:
-        h = self._heartbeats.pop(inst_id, None)
-        if h is not None:
-            h.cancel()
-        for task in self.core.remove_instance(inst_id):
-            msg = f"instance {inst_id} lost: {reason or 'no reason'}"
-            self.interrupt(task.id, Outcome.LOST, msg)
-
-    # -- dispatching ------------------------------------------------------------------
-    def kick(self) -> None:
-        self._wake.set()
-
-    async def _dispatch_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            self.rounds += 1
-            await self._round()
-
-    async def _round(self) -> None:
-        core, runner = self.core, self._runner()
-        now = self.now()
-        decisions = core.plan(now)
-        for d in decisions:
-            for victim in d.preempt:
-                runner.interrupt(victim, Outcome.PREEMPT, f"preempted by {d.task.id}")
-            runner.start_attempt(d.task, d.instance)
-        if self.metrics is not None:
-            self.metrics.decisions.inc(len(decisions))
-            self.metrics.queue_depth.set(core.depth)
-            self.metrics.fragmentation.set(core.fragmentation())
-            self.metrics.set_states({s.value: n for s, n in self.counts().items()})
-        refill = core.admission.next_refill
-        if refill is not None and core.depth and self._refill is None:
-            self._refill = self.loop.call_later(max(0.0, refill - now), self._refilled)
-        if self.autoscaler is not None and self.fleet is not None:
-            await self._autoscale(now)
-
-    def _refilled(self) -> None:
-        self._refill = None
-        self.kick()
-
-    async def _autoscale(self, now: float) -> None:
-        if self.autoscaler is None or self.fleet is None:
-            return
-        insts = [i for r in self.core.regions.values() for i in r.instances.values()]
-        idle = [(i.id, i.idle_since) for i in insts if not i.running]
-        up, down = self.autoscaler.evaluate(now, self.core.depth, len(insts), idle)
-        if up:
-            for spec in await self.fleet.scale_up(up):
-                self.core.add_instance(spec, now)
-            self.kick()
-        if down:
-            await self.fleet.scale_down(down)
-            for inst_id in down:
-                self.core.remove_instance(inst_id)
-        at = self.autoscaler.next_check(now)
-        if at is not None and self._scale_timer is None:
-            self._scale_timer = self.loop.call_later(at - now + 1e-3, self._scale_due)
-
-    def _scale_due(self) -> None:
-        self._scale_timer = None
-        self.kick()
-
-    def transitions(self, items: list[Transition]) -> None:
-        for t in items:
-            self.writer.transition(t)
