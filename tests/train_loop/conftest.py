@@ -1,0 +1,70 @@
+"""A small policy for the settings-fix family and a training config around it.
+
+The policy is the quickstart's tokenizer and model builder at a tiny size
+(random weights unless a test warm-starts it), built once per session; every
+run gets its own stores, sandboxes and output folder under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from megaflow.datasets.loader import load_instances
+from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
+from megaflow.train.warm_start import demonstration
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "tasks" / "settings-fix"
+SYSTEM = "Fix the setting with one edit call, then call submit."
+
+
+def conversations() -> list[list[dict[str, Any]]]:
+    return [
+        demonstration(SYSTEM, i.problem_statement, i.patch)
+        for i in load_instances(TASKS / "demo.jsonl")
+    ]
+
+
+@pytest.fixture(scope="session")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weights policy: its episodes are token-exact, its rewards 0."""
+    texts = [render(c) for c in conversations()]
+    texts += [i.problem_statement for i in load_instances(TASKS / "train.jsonl")]
+    out = tmp_path_factory.mktemp("policy")
+    return build_policy(out, texts, PolicyConfig(hidden=32, layers=1, intermediate=64))
+
+
+def train_config(tmp: Path, model: Path, **train: Any) -> dict[str, Any]:
+    """A run of settings-fix through real sandboxes; ``train`` overrides the loop's fields."""
+    return {
+        "name": "tl",
+        "samples": 2,
+        "deadline_s": 120,
+        "tasks": {"type": "swebench", "path": str(TASKS / "train.jsonl")},
+        "agent": {
+            "type": "builtin", "max_steps": 2, "max_format_errors": 2,
+            "completion_tokens": 24, "system_prompt": SYSTEM,
+        },
+        "model": {"type": "transformers", "model": str(model), "temperature": 1.0},
+        "environment": {"runtime": {"type": "local", "root": str(tmp / "sb")}},
+        "scheduler": {"max_concurrency": 8},
+        "storage": {
+            "metadata": {"type": "sqlite", "path": str(tmp / "m.db")},
+            "artifacts": {"type": "local", "root": str(tmp / "art")},
+        },
+        "train": {
+            "held_out": {"path": str(TASKS / "heldout.jsonl"), "limit": 2},
+            "prompts_per_step": 2, "steps": 3, "eval_every": 0, "lr": 1e-3,
+            "checkpoint_every": 1, "out_dir": str(tmp / "out"), **train,
+        },
+    }  # fmt: skip
+
+
+def write_config(tmp: Path, cfg: dict[str, Any]) -> Path:
+    path = tmp / "train.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
