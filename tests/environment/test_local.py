@@ -206,3 +206,25 @@ async def test_create_after_stop_is_refused(tmp_path: Path) -> None:
         await rt.create(EnvironmentSpec())
     async with rt, await rt.create(EnvironmentSpec()) as sb:  # start() again is fine
         assert (await sb.exec("echo back")).stdout == "back\n"
+
+
+async def test_exec_server_parts_run_from_source_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the sandbox's python has another bytecode format the server's parts
+    go in as source; every part must work there as it does precompiled."""
+    from megaflow.environment.local import launcher
+
+    def source_only() -> launcher.ServerPayload:
+        here = Path(launcher.__file__).parent
+        return launcher.ServerPayload(
+            b"\0".join((here / p).read_bytes() for p in launcher.SERVER_PARTS), False
+        )
+
+    monkeypatch.setattr(launcher, "server_payload", source_only)
+    rt = local_runtime(tmp_path)
+    async with rt, await rt.create(EnvironmentSpec(files={"in.txt": "x"})) as sb:
+        assert (await sb.exec("echo ok; id -u")).stdout == "ok\n1000\n"  # server_jobs
+        await sb.write_file("out/f.txt", b"written")  # server_files
+        assert await sb.read_file("out/f.txt") == b"written"
+        assert (await sb.exec("sleep 30", timeout=0.2)).timed_out  # the poll loop's deadlines

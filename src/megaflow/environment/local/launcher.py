@@ -33,12 +33,16 @@ HOST_ALLOW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # Only what the exec server (uid 0 inside) needs to run commands as the agent
 # and to kill them; agent commands drop all of them with their setuid.
 KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
-# Boot loader given to python -c: read the server from stdin (compiled code when
-# the sandbox's python has the same bytecode as ours, else source) and run it.
+# The exec server's parts, run in this order in one namespace (server.py's docstring).
+SERVER_PARTS = ("server_jobs.py", "server_files.py", "server.py")
+# Boot loader given to python -c: read the server from stdin (a tuple of compiled
+# parts when the sandbox's python has the same bytecode as ours, else their
+# sources joined by NUL bytes) and run the parts in turn.
 _BOOT = (
     "import os,sys\nn=int(sys.argv[1]);b=b''\n"
     "while len(b)<n:b+=os.read(0,n-len(b))\n"
-    "exec(__import__('marshal').loads(b) if sys.argv[2]=='c' else compile(b,'mfserver','exec'))"
+    "for p in(__import__('marshal').loads(b)if sys.argv[2]=='c'else"
+    "[compile(s,'mfserver','exec')for s in b.split(bytes(1))]):exec(p)"
 )
 
 
@@ -51,7 +55,8 @@ class ServerPayload:
 def server_payload() -> ServerPayload:
     """The exec server, precompiled when the host's python3 shares our bytecode
     format (saves compiling it in every sandbox start), else as source."""
-    source = (Path(__file__).parent / "server.py").read_bytes()
+    here = Path(__file__).parent
+    sources = [(here / part).read_bytes() for part in SERVER_PARTS]
     probe = "import importlib.util,sys;sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"
     try:
         theirs = subprocess.run(
@@ -60,8 +65,10 @@ def server_payload() -> ServerPayload:
     except (OSError, subprocess.SubprocessError):
         theirs = ""
     if theirs == importlib.util.MAGIC_NUMBER.hex():
-        return ServerPayload(marshal.dumps(compile(source, "mfserver", "exec")), True)
-    return ServerPayload(source, False)
+        code = tuple(compile(src, f"mfserver/{part}", "exec") for src, part in
+                     zip(sources, SERVER_PARTS, strict=True))  # fmt: skip
+        return ServerPayload(marshal.dumps(code), True)
+    return ServerPayload(b"\0".join(sources), False)
 
 
 def as_user(uid: int, gid: int) -> list[str]:

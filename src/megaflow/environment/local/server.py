@@ -4,7 +4,10 @@ The host sends this file's text into a fresh sandbox, where the host's
 ``python3`` runs it; from then on every command, file read or write and reset
 is one framed request over the sandbox's stdin/stdout pipe, so no bubblewrap
 process starts per command. It must stay standard-library only, start fast
-(few imports) and never import MegaFlow.
+(few imports) and never import MegaFlow. It comes in three parts, run in
+one namespace in this order: ``server_jobs`` (the agent's identity,
+commands, kill-all), ``server_files`` (file operations as the agent) and
+this module (framing, the poll loop, requests and replies).
 
 Frame: ``>II`` (header length, body length), a header dict in ``marshal``
 format (version 4: plain types only, fast to load), then raw body bytes.
@@ -21,7 +24,6 @@ host run with the agent's effective ids, so neither can reach this process
 from __future__ import annotations
 
 import errno
-import io
 import marshal
 import os
 import select
@@ -34,79 +36,24 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from typing import Any
 
-    Head = dict[str, Any]
+    from megaflow.environment.local.server_files import pack, read_file, unpack, write_file
+    from megaflow.environment.local.server_jobs import (
+        HEAD_ROOM,
+        INF,
+        MAX_FRAME,
+        Head,
+        Job,
+        exec_child,
+        kill_all,
+        pty_child,
+    )
 else:
     import _signal as signal
 
 HDR = struct.Struct(">II")
 CHUNK = 65536
-INF = float("inf")
 MARSHAL_VERSION = 4
-AGENT = 1000  # uid and gid of everything run for the host
-MAX_FRAME = int(sys.argv[3]) if len(sys.argv) > 3 else 64 << 20
-HEAD_ROOM = 1 << 16  # a reply's header stays below this
-
-
-def become_agent() -> None:
-    """In a forked child, for good: no groups, the agent's gid and uid (which
-    clears every capability), before anything of the agent's runs."""
-    os.setgroups([])
-    os.setgid(AGENT)
-    os.setuid(AGENT)
-
-
-class AsAgent:
-    """File operations with the agent's effective ids, restored afterwards."""
-
-    def __enter__(self) -> None:
-        os.setegid(AGENT)
-        os.seteuid(AGENT)
-
-    def __exit__(self, *exc: object) -> None:
-        os.seteuid(0)
-        os.setegid(0)
-
-
-def check_members(tar: Any, dest: str) -> None:
-    """Refuse members that would land outside ``dest``: absolute or ``..``
-    names, links pointing out, anything written through a link of the same
-    archive, devices and fifos. (Extraction runs as the agent too.)"""
-    links: set[str] = set()
-    for m in tar.getmembers():
-        name = os.path.normpath(m.name)
-        parts = name.split("/")
-        parents = {"/".join(parts[:i]) for i in range(1, len(parts))}
-        bad = name.startswith(("/", "..")) or m.isdev() or m.isfifo() or parents & links
-        if m.issym() or m.islnk():
-            base = os.path.dirname(name) if m.issym() else ""
-            target = os.path.normpath(os.path.join(base, m.linkname))
-            bad = bad or m.linkname.startswith("/") or target.split("/")[0] == ".."
-            links.add(name)
-        if bad:
-            raise ValueError(f"refusing tar member {m.name!r}")
-        m.mode &= 0o777
-
-
-class Job:
-    """One running command: its pipes, what it printed, when it must die."""
-
-    def __init__(self, rid: int, pid: int, fds: tuple[int, int], cap: int, deadline: float) -> None:
-        self.rid, self.pid, self.fds, self.cap, self.deadline = rid, pid, fds, cap, deadline
-        self.bufs = (bytearray(), bytearray())
-        self.open = [True, True]
-        self.truncated = False
-        self.timed_out = False
-        self.started = time.monotonic()
-
-    def take(self, stream: int, data: bytes) -> None:
-        buf = self.bufs[stream]
-        room = self.cap - len(buf)
-        if len(data) > room:
-            self.truncated = True
-            data = data[: max(room, 0)]
-        buf += data
 
 
 class Server:
@@ -187,7 +134,6 @@ class Server:
 
     # -- commands ---------------------------------------------------------
     def op_exec(self, head: Head, body: bytes) -> None:
-        argv = head["argv"]
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -196,28 +142,8 @@ class Server:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
             raise
-        if pid == 0:  # child: own session, so a timeout kills the whole group
-            try:
-                os.setsid()
-                os.dup2(self.devnull, 0)
-                os.dup2(out_w, 1)
-                os.dup2(err_w, 2)  # every other fd of ours is close-on-exec (PEP 446)
-                # python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec:
-                # `yes | head` would never end
-                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
-                    signal.signal(sig, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_SETMASK, [])
-                try:  # the command, not this server, is what the OOM killer takes
-                    with open("/proc/self/oom_score_adj", "w") as f:
-                        f.write("1000")
-                except OSError:
-                    pass
-                become_agent()
-                os.chdir(head["cwd"])
-                os.execvpe(argv[0], argv, head["env"])
-            except BaseException as e:
-                os.write(2, f"megaflow: cannot run {argv[0]!r}: {e}\n".encode())
-            os._exit(127)
+        if pid == 0:
+            exec_child(head, self.devnull, out_w, err_w)
         os.close(out_w)
         os.close(err_w)
         timeout = head.get("timeout")
@@ -300,15 +226,7 @@ class Server:
     def op_pty(self, head: Head, body: bytes) -> None:
         pid, fd = os.forkpty()
         if pid == 0:
-            try:
-                for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
-                    signal.signal(sig, signal.SIG_DFL)
-                become_agent()
-                os.chdir(head["cwd"])
-                os.execvpe(head["argv"][0], head["argv"], head["env"])
-            except BaseException as e:
-                os.write(2, f"megaflow: cannot run {head['argv'][0]!r}: {e}\n".encode())
-            os._exit(127)
+            pty_child(head)
         os.set_blocking(fd, False)
         self.ptys[fd] = head["id"]
         self.pty_pids[pid] = head["id"]
@@ -358,50 +276,18 @@ class Server:
         self.send({"id": head["id"], "pid": os.getpid()})
 
     def op_read(self, head: Head, body: bytes) -> None:
-        with AsAgent(), open(head["path"], "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_FRAME - HEAD_ROOM:
-                raise OSError(errno.EFBIG, "file is larger than the frame limit", head["path"])
-            data = f.read(MAX_FRAME - HEAD_ROOM + 1)
-        self.send({"id": head["id"]}, data)
+        self.send({"id": head["id"]}, read_file(head["path"]))
 
     def op_write(self, head: Head, body: bytes) -> None:
-        with AsAgent():
-            self.write(head, body)
+        write_file(head["path"], head["mode"], body)
         self.send({"id": head["id"]})
 
-    def write(self, head: Head, body: bytes) -> None:
-        path = head["path"]
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, head["mode"])
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, head["mode"] & 0o777)
-        finally:
-            os.close(fd)
-
     def op_upload(self, head: Head, body: bytes) -> None:
-        import tarfile
-
-        with AsAgent(), tarfile.open(fileobj=io.BytesIO(body)) as tar:
-            check_members(tar, head["dest"])
-            os.makedirs(head["dest"], exist_ok=True)
-            tar.extractall(head["dest"])
+        unpack(head["dest"], body)
         self.send({"id": head["id"]})
 
     def op_download(self, head: Head, body: bytes) -> None:
-        import tarfile
-
-        path = head["path"]
-        if not os.path.exists(path):
-            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
-        out = io.BytesIO()
-        with AsAgent(), tarfile.open(fileobj=out, mode="w") as tar:
-            tar.add(path, arcname=os.path.basename(path.rstrip("/")) or ".")
-        self.send({"id": head["id"]}, out.getvalue())
+        self.send({"id": head["id"]}, pack(head["path"]))
 
     def op_kill(self, head: Head, body: bytes) -> None:
         self.kill_all()
@@ -413,28 +299,7 @@ class Server:
 
     def kill_all(self) -> None:
         """Kill every process but this server and the sandbox's init."""
-        keep = {1, os.getpid()}
-        for _ in range(200):
-            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
-            alive = [p for p in pids if not _is_zombie(p)]
-            if not alive:
-                break
-            for pid in alive:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.reap()
-            time.sleep(0.002)
-        self.reap()
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True
+        kill_all(self.reap)
 
 
 if __name__ in ("__main__", "mfserver"):

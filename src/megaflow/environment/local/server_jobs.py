@@ -1,0 +1,135 @@
+"""The exec server's processes: the agent's identity, commands, terminals, kill-all.
+
+First of the exec server's parts (``server_jobs``, ``server_files``,
+``server``; :func:`megaflow.environment.local.launcher.server_payload` sends
+them in that order and the sandbox runs them in one namespace). Like the rest
+of the server it is standard-library only, imports little and never imports
+MegaFlow.
+
+A forked child becomes the agent for good (:func:`become_agent`: no groups,
+uid and gid 1000, so no capabilities) before anything of the agent's runs;
+a command runs in its own session, so a timeout kills its whole process
+group. :class:`Job` is one running command as the server tracks it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# Imports cost every sandbox start: no typing, and the C signal module (the
+# stdlib wrapper pulls in enum, functools and collections, about 8 ms).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable
+    from typing import Any
+
+    Head = dict[str, Any]
+else:
+    import _signal as signal
+
+AGENT = 1000  # uid and gid of everything run for the host
+INF = float("inf")
+MAX_FRAME = int(sys.argv[3]) if len(sys.argv) > 3 else 64 << 20
+HEAD_ROOM = 1 << 16  # a reply's header stays below this
+
+
+def become_agent() -> None:
+    """In a forked child, for good: no groups, the agent's gid and uid (which
+    clears every capability), before anything of the agent's runs."""
+    os.setgroups([])
+    os.setgid(AGENT)
+    os.setuid(AGENT)
+
+
+def _reset_signals() -> None:
+    # python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec:
+    # `yes | head` would never end
+    for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _exec_as_agent(head: Head) -> None:
+    become_agent()
+    os.chdir(head["cwd"])
+    os.execvpe(head["argv"][0], head["argv"], head["env"])
+
+
+def exec_child(head: Head, stdin: int, out_w: int, err_w: int) -> None:
+    """In a forked child, never returning: its own session (so a timeout kills
+    the whole group), ``stdin`` and the output pipes in place, then the command."""
+    try:
+        os.setsid()
+        os.dup2(stdin, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)  # every other fd of ours is close-on-exec (PEP 446)
+        _reset_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        try:  # the command, not this server, is what the OOM killer takes
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        _exec_as_agent(head)
+    except BaseException as e:
+        os.write(2, f"megaflow: cannot run {head['argv'][0]!r}: {e}\n".encode())
+    os._exit(127)
+
+
+def pty_child(head: Head) -> None:
+    """In the child of ``forkpty``, never returning: the terminal's command."""
+    try:
+        _reset_signals()
+        _exec_as_agent(head)
+    except BaseException as e:
+        os.write(2, f"megaflow: cannot run {head['argv'][0]!r}: {e}\n".encode())
+    os._exit(127)
+
+
+class Job:
+    """One running command: its pipes, what it printed, when it must die."""
+
+    def __init__(self, rid: int, pid: int, fds: tuple[int, int], cap: int, deadline: float) -> None:
+        self.rid, self.pid, self.fds, self.cap, self.deadline = rid, pid, fds, cap, deadline
+        self.bufs = (bytearray(), bytearray())
+        self.open = [True, True]
+        self.truncated = False
+        self.timed_out = False
+        self.started = time.monotonic()
+
+    def take(self, stream: int, data: bytes) -> None:
+        buf = self.bufs[stream]
+        room = self.cap - len(buf)
+        if len(data) > room:
+            self.truncated = True
+            data = data[: max(room, 0)]
+        buf += data
+
+
+def kill_all(reap: Callable[[], None]) -> None:
+    """Kill every process but this server and the sandbox's init, calling
+    ``reap`` to collect the server's own children as they die."""
+    keep = {1, os.getpid()}
+    for _ in range(200):
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+        alive = [p for p in pids if not _is_zombie(p)]
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reap()
+        time.sleep(0.002)
+    reap()
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
