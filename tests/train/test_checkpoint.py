@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from megaflow.core.errors import StorageError
 from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.train.launch import start
 from tests.train.ckpt_child import CONFIG
@@ -94,3 +95,13 @@ async def test_resume_without_a_checkpoint_changes_nothing(tiny_lm: Path, tmp_pa
         with pytest.raises(ValueError, match="extra is not plain JSON"):
             await trainer.save_checkpoint(store, {"bad": object()})
         assert await store.list() == []
+
+
+async def test_a_corrupt_pointer_is_a_clear_storage_error(tiny_lm: Path, tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path)
+    await store.start()
+    await store.put(f"{CONFIG.checkpoint_prefix}/latest", b"{not json")
+    trainer = start(tiny_lm, CONFIG)
+    assert trainer is not None
+    with trainer, pytest.raises(StorageError, match=r"checkpoint pointer .*latest"):
+        await trainer.resume(store)

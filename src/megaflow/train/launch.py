@@ -40,7 +40,7 @@ from megaflow.core.errors import ConfigError
 from megaflow.train import protocol
 from megaflow.train.config import TrainerConfig
 from megaflow.train.trainer import Trainer
-from megaflow.train.worker import RankWorker
+from megaflow.train.worker import RankWorker, check_model_dir
 
 _HOST = "127.0.0.1"
 
@@ -155,7 +155,10 @@ def _spawn(model_dir: str | Path, config: TrainerConfig, backend: str) -> Traine
 
 
 def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
-    """The Trainer on rank 0; on another torchrun rank, serve, then None."""
+    """The Trainer on rank 0; on another torchrun rank, serve, then None.
+    Raises ConfigError, before any process starts, for a bad model directory
+    or backend."""
+    check_model_dir(model_dir)
     backend = resolve_backend(config)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         world = int(os.environ["WORLD_SIZE"])

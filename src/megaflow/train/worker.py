@@ -44,15 +44,22 @@ from megaflow.train.stats import StepStats
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
-def load_causal_lm(model_dir: str | Path, device: torch.device) -> Any:
-    from transformers import AutoModelForCausalLM
-
+def check_model_dir(model_dir: str | Path) -> Path:
+    """``model_dir`` as a path; ConfigError unless it holds a transformers config."""
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise ConfigError(
             f"trainer model directory {str(path)!r} has no config.json; "
-            "give a local transformers model directory"
+            "give a local transformers model directory",
+            [("model_dir", "no config.json")],
         )
+    return path
+
+
+def load_causal_lm(model_dir: str | Path, device: torch.device) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    path = check_model_dir(model_dir)
     model: Any = AutoModelForCausalLM.from_pretrained(
         path, local_files_only=True, dtype=torch.float32
     )
