@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
 from megaflow.train.config import TrainerConfig
@@ -57,7 +56,6 @@ def _p_target(policy: Any, prompt: list[int], target: int) -> float:
         return float(logits.softmax(-1)[target])
 
 
-@pytest.mark.slow
 def test_grpo_steps_raise_the_rewarded_tokens_probability(tiny_lm: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
