@@ -1,12 +1,14 @@
 # MegaFlow: two commands on a fresh clone.
-#   make run   - set up .venv and run the main job on embedded defaults
+#   make run   - set up .venv and run the train quickstart (megaflow train) on embedded defaults
 #   make test  - set up .venv (and system packages when root) and run every test
+#   make eval  - the evaluation job: gold and empty patches on the mini-SWE set
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+POLICY := .megaflow/models/settings-fix
 
-.PHONY: setup sysdeps run test test-fast lint fmt bench proto clean
+.PHONY: setup sysdeps run eval test test-fast lint fmt bench proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +23,13 @@ setup: $(STAMP)
 sysdeps:
 	bash scripts/install-sysdeps.sh
 
-run: $(STAMP) sysdeps
+$(POLICY): | $(STAMP)
+	$(PY) -m megaflow.app.training.quickstart $(POLICY)
+
+run: $(STAMP) sysdeps $(POLICY)
+	$(VENV)/bin/megaflow train examples/train-quickstart.yaml
+
+eval: $(STAMP) sysdeps
 	$(VENV)/bin/megaflow run examples/quickstart.yaml
 
 test: $(STAMP) sysdeps
