@@ -226,3 +226,35 @@ def test_swe_agent_calling_pattern(loop_thread: asyncio.AbstractEventLoop, tmp_p
         asyncio.run(d.stop())
     finally:
         asyncio.run_coroutine_threadsafe(rt.stop(), loop_thread).result(30)
+
+
+async def test_swe_agent_remote_deployment_against_the_cli(tmp_path: Path) -> None:
+    """``megaflow sandbox swerex`` and the deployment SWE-agent builds from
+    ``--env.deployment.type=remote`` (SWE-ReX's own RemoteDeployment)."""
+    import signal
+    import subprocess
+    import sys
+
+    from swerex.deployment.config import RemoteDeploymentConfig
+
+    megaflow = Path(sys.executable).with_name("megaflow")
+    root = tmp_path / "cli-root"
+    cmd = [str(megaflow), "sandbox", "swerex", "--port", "0", "--token", "k", "--root", str(root)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [await asyncio.to_thread(proc.stdout.readline) for _ in range(3)]
+        info = dict(line.strip().split("=", 1) for line in lines)
+        config = RemoteDeploymentConfig(host=info["host"], port=int(info["port"]), auth_token="k")
+        deployment = config.get_deployment()
+        await deployment.start()
+        rt = deployment.runtime
+        await rt.create_session(CreateBashSessionRequest(startup_source=["/root/.bashrc"]))
+        obs = await rt.run_in_session(run("cd /tmp && echo in $PWD", check="silent"))
+        assert (obs.output, obs.exit_code) == ("in /tmp\n", 0)
+        await deployment.stop()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, err
+    assert not list((root / "boxes").iterdir())

@@ -195,3 +195,41 @@ def gc(
     console.print(
         f"removed {removed} orphaned sandbox(es)" + (" and the image cache" if images else "")
     )
+
+
+@app.command("swerex")
+def swerex(
+    spec: str = typer.Argument(
+        None, help="An image ('host', a rootfs dir or tarball) or a spec file."
+    ),
+    port: int = typer.Option(8000, help="Port to serve SWE-ReX's protocol on (0: any free)."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    token: str = typer.Option(None, help="The X-API-Key clients send; default: a new one."),
+    network: str = typer.Option(None, help="none | loopback | host"),
+    root: str = RootOption,
+) -> None:
+    """Serve a fresh local sandbox as a SWE-ReX remote runtime (SWE-agent:
+    --env.deployment.type=remote); the sandbox is destroyed on Ctrl-C."""
+    import secrets
+
+    parsed = load_spec(spec, network)
+    key = token or secrets.token_urlsafe(24)
+    try:
+        asyncio.run(_serve_swerex(parsed, root, host, port, key))
+    except KeyboardInterrupt:
+        pass
+    except (MegaFlowError, OSError) as e:
+        fail(str(e))
+
+
+async def _serve_swerex(spec: EnvironmentSpec, root: str, host: str, port: int, key: str) -> None:
+    from megaflow.environment.local import LocalRuntime
+    from megaflow.environment.swerex import SandboxRuntime
+    from megaflow.environment.swerex.server import SwerexServer
+
+    async with LocalRuntime(LocalRuntimeConfig(root=root)) as rt:
+        sb = await rt.create(spec, owner="cli-swerex")
+        async with sb, SwerexServer(SandboxRuntime(sb), key, host=host, port=port) as server:
+            err_console.print(f"[dim]sandbox {sb.id} ({spec.image}) on {server.url}[/]")
+            console.print(f"host=http://{host}\nport={server.port}\nauth_token={key}")
+            await server.serve_forever()
