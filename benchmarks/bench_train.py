@@ -1,0 +1,204 @@
+"""The RL loop's costs: trainer throughput, weight sync, and async against sync.
+
+* **Trainer tokens/s per core**: GRPO steps of the real trainer
+  (:func:`megaflow.train.launch.start`, one rank) on the quickstart's policy
+  size (a settings-fix tokenizer and a random-weights model of the
+  quickstart's shape), groups of samples of a fixed length; trained tokens
+  per second of wall time, and per CPU-second of this process.
+* **Weight sync**: the trainer's ``state_dict_for_inference()`` and the
+  in-place ``ModelControl.update_weights`` into a ``transformers`` backend
+  serving the same model, each timed.
+* **Async vs sync**: the real loop (``TrainLoop``: sandboxes, builtin agent,
+  grading, trainer) for the same steps, prompts and samples, ``mode: sync``
+  against ``mode: async`` (lookahead 1), interleaved; once as the machine is,
+  and once sandbox-bound: every sandbox handed out waits ``--sandbox-sleep``
+  seconds first (a stand-in for a slow sandbox start or a long episode), so
+  rollouts wait on sandboxes, not on the CPU.
+
+Peer not measured here: TRL's ``GRPOTrainer`` on the same model and data
+(its reward would need the settings-fix verifier in process); see the notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.train_loop.conftest import TASKS, train_config
+
+from ab import cpu_s, interleave, ratios, spread
+from megaflow.app.training.loop import TrainLoop
+from megaflow.config import parse_config
+from megaflow.environment.pool import SandboxPool
+from megaflow.model.config import TransformersModelConfig
+from megaflow.model.factory import make_model_client
+from megaflow.train.config import TrainerConfig
+from megaflow.train.quickstart_model import PolicyConfig, build_policy
+from megaflow.train.samples import TrainingSample
+from report import report
+
+
+def synthetic_groups(
+    vocab: int, groups: int, size: int, prompt: int, completion: int, seed: int
+) -> list[list[TrainingSample]]:
+    rng = random.Random(seed)
+    out = []
+    for g in range(groups):
+        out.append([
+            TrainingSample(
+                sample_id=f"g{g}/{n}", group_id=f"g{g}", run_id="bench",
+                prompt_ids=[rng.randrange(8, vocab) for _ in range(prompt)],
+                completion_ids=[rng.randrange(8, vocab) for _ in range(completion)],
+                logprobs=[-rng.random() * 3 for _ in range(completion)],
+                loss_mask=[1] * completion, reward=float(rng.random() < 0.5),
+                weights_version=0,
+            )
+            for n in range(size)
+        ])  # fmt: skip
+    return out
+
+
+def trainer_figures(model_dir: Path, steps: int) -> dict[str, Any]:
+    import torch
+
+    from megaflow.train.launch import start
+
+    trainer = start(model_dir, TrainerConfig(lr=1e-4, micro_batch=32))
+    assert trainer is not None
+    vocab = trainer._worker.model.config.vocab_size
+    try:
+        trainer.step(synthetic_groups(vocab, 8, 4, 200, 64, seed=-1))  # warm-up
+        tokens, wall, cpu = [], [], []
+        for i in range(steps):
+            groups = synthetic_groups(vocab, 8, 4, 200, 64, seed=i)
+            c0, t0 = cpu_s(), time.perf_counter()
+            stats = trainer.step(groups)
+            wall.append(time.perf_counter() - t0)
+            cpu.append(cpu_s() - c0)
+            tokens.append(stats.tokens)
+        t0 = time.perf_counter()
+        weights = trainer.state_dict_for_inference()
+        gather_s = time.perf_counter() - t0
+        version = trainer.weights_version
+    finally:
+        trainer.close()
+    swap = asyncio.run(swap_times(model_dir, weights, version, 5))
+    params = sum(int(v.numel()) for v in weights.values())
+    return {
+        "tok_s": [t / w for t, w in zip(tokens, wall, strict=True)],
+        "tok_cpu_s": [t / c for t, c in zip(tokens, cpu, strict=True) if c > 0],
+        "threads": torch.get_num_threads(),
+        "gather_s": gather_s,
+        "swap_s": swap,
+        "params": params,
+    }
+
+
+async def swap_times(model_dir: Path, weights: Any, version: int, n: int) -> list[float]:
+    client = make_model_client(TransformersModelConfig(model=str(model_dir)))
+    out = []
+    async with client:
+        for i in range(n):
+            t0 = time.perf_counter()
+            await client.control.update_weights(weights, version + i)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def loop_wall(tmp: Path, policy: Path, mode: str, steps: int, sleep_s: float) -> float:
+    run = tmp / f"{mode}-{time.monotonic_ns()}"
+    extra = {"lookahead": 1} if mode == "async" else {}
+    raw = train_config(
+        run, policy, mode=mode, steps=steps, checkpoint_every=0, max_staleness=1, **extra
+    )
+    raw["train"]["held_out"]["limit"] = 1
+    loop = TrainLoop(parse_config(raw), run_id=f"bench-{mode}", printer=lambda _: None)
+    real_acquire = SandboxPool.acquire
+
+    async def slow_acquire(self: SandboxPool, *a: Any, **kw: Any) -> Any:
+        await asyncio.sleep(sleep_s)
+        return await real_acquire(self, *a, **kw)
+
+    SandboxPool.acquire = slow_acquire  # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        asyncio.run(loop.run())
+        return time.perf_counter() - t0
+    finally:
+        SandboxPool.acquire = real_acquire  # type: ignore[method-assign]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sandbox-sleep", type=float, default=2.0)
+    args = ap.parse_args()
+    reps = 1 if args.quick else args.reps
+    steps = 2 if args.quick else 4
+    load0 = os.getloadavg()[0]
+    from megaflow.datasets.loader import load_instances
+
+    with tempfile.TemporaryDirectory(prefix="mf-bench-train-") as tmp:
+        root = Path(tmp)
+        texts = [i.problem_statement for i in load_instances(TASKS / "train.jsonl")]
+        quick_policy = build_policy(root / "policy", texts, PolicyConfig())
+        tiny = build_policy(
+            root / "tiny", texts, PolicyConfig(hidden=32, layers=1, intermediate=64)
+        )
+        tf = trainer_figures(quick_policy, 2 if args.quick else 5)
+        walls: dict[str, list[list[float]]] = {}
+        for label, sleep_s in (("this machine", 0.0), ("sandbox-bound", args.sandbox_sleep)):
+            walls[label] = interleave(reps, [
+                lambda s=sleep_s: loop_wall(root, tiny, "sync", steps, s),
+                lambda s=sleep_s: loop_wall(root, tiny, "async", steps, s),
+            ])  # fmt: skip
+    ms = "{:.0f} ms".format
+    rows = [
+        ["trainer tokens/s (wall)", spread(tf["tok_s"], "{:.0f}".format), "-", "-"],
+        [
+            f"trainer tokens per CPU-second ({tf['threads']} torch threads)",
+            spread(tf["tok_cpu_s"], "{:.0f}".format), "-", "-",
+        ],
+        ["weight sync: state_dict_for_inference", ms(tf["gather_s"] * 1000), "-", "-"],
+        ["weight sync: update_weights in place", spread([s * 1000 for s in tf["swap_s"]], ms),
+         "-", "-"],
+    ]  # fmt: skip
+    for label, (sync, asyn) in walls.items():
+        rows.append([
+            f"{steps} steps x 2 prompts x 2 samples, {label}",
+            spread(sync, "{:.1f} s".format), spread(asyn, "{:.1f} s".format),
+            spread(ratios(sync, asyn), "{:.2f}x".format),
+        ])  # fmt: skip
+    notes = (
+        f"Trainer: the quickstart policy's shape ({tf['params'] / 1e6:.2f} M parameters, random "
+        "weights), 8 groups x 4 samples of 200 prompt + 64 generated tokens per step, one rank "
+        "on CPU. Weight sync moves the full state dict in process (no network, no GPU). "
+        "Async vs sync: the real loop with a 0.1 M-parameter policy (its episodes end at "
+        "format errors, so rollouts are short), one held-out instance, no checkpoints; "
+        f"sandbox-bound adds {args.sandbox_sleep:g} s before every sandbox is handed out. "
+        "Ratio: sync wall time / async wall time, per repetition. Not measured: TRL's "
+        "GRPOTrainer peer on the same model, data and updates (not built yet)."
+    )
+    report(
+        "train",
+        "RL loop: trainer throughput, weight sync, async vs sync",
+        ["figure", "value (sync)", "async", "sync / async"],
+        rows,
+        notes,
+        load_before=load0,
+    )
+
+
+if __name__ == "__main__":
+    main()
