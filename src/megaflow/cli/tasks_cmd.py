@@ -1,4 +1,4 @@
-"""``megaflow tasks ...``: inspect and validate SWE-style task sets."""
+"""``megaflow tasks ...``: inspect, validate and convert SWE-style task sets."""
 
 from __future__ import annotations
 
@@ -144,3 +144,53 @@ def _print(report: ValidationReport, n: int) -> None:
     for r in bad:
         table.add_row(r.instance_id, r.check, r.reason())
     err_console.print(table)
+
+
+@app.command("convert")
+def convert(
+    path: Path = typer.Argument(..., help="SWE-bench-format rows: a JSONL, JSON or parquet file."),
+    out: Path = typer.Option(..., "--out", "-o", help="The task set to write (JSONL)."),
+    source: str = typer.Option(
+        ..., "--source", help="What the repositories folder holds: dir | git_bundle | tarball."
+    ),
+    repos: Path = typer.Option(..., "--repos", help="The folder of clones, bundles or tarballs."),
+    template: str = typer.Option(
+        None,
+        "--template",
+        help="Each source's path under --repos, from {instance_id} {repo} {owner} {name} "
+        "{base_commit}; default {owner}__{name} (dir), {owner}__{name}.bundle (git_bundle), "
+        "{instance_id}.tar.gz (tarball).",
+    ),
+    test_cmd: str = typer.Option(None, "--test-cmd", help="megaflow_test_cmd for every row."),
+    allow_missing: bool = typer.Option(
+        False, "--allow-missing", help="Write rows whose source does not exist yet."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+) -> None:
+    """Convert SWE-bench-format rows (as on the Hugging Face hub) to a MegaFlow task set."""
+    from megaflow.datasets.convert import TEMPLATES, convert_rows, read_rows, write_jsonl
+
+    if source not in TEMPLATES:
+        fail(f"--source {source!r}: use one of {', '.join(TEMPLATES)}", EXIT_BAD_INPUT)
+    if not path.is_file():
+        fail(f"{path} does not exist", EXIT_BAD_INPUT)
+    out_dir = out.parent.absolute()
+    try:
+        records = convert_rows(
+            read_rows(path),
+            kind=source,  # type: ignore[arg-type]  # checked against TEMPLATES above
+            repos=repos,
+            out_dir=out_dir,
+            template=template,
+            test_cmd=test_cmd,
+            require_sources=not allow_missing,
+        )
+        write_jsonl(records, out, overwrite=force)
+    except (MegaFlowError, OSError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    console.print(f"wrote {len(records)} instances to {out}")
+    if not repos.absolute().is_relative_to(out_dir):
+        console.print(
+            f"its sources lie outside {out_dir}: load it with --source-root {repos} "
+            "(tasks.source_roots in a run config)"
+        )
