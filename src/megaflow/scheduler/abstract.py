@@ -6,6 +6,8 @@
 - :class:`SchedulingPolicy` orders the waiting tasks and turns them into
   (task, placement) decisions against the fleet of instances.
 - :class:`FleetProvider` adds and removes instances for the autoscaler.
+- :class:`TaskFeedback` is how one placement ended, as the dispatch core
+  tells the policy that made it (:meth:`SchedulingPolicy.observe`).
 
 Outcome of an attempt, as the dispatcher reads it: a returned
 :class:`~megaflow.core.tasks.TaskResult` is ``SUCCEEDED``; ``InfraError`` is
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import TaskResult, TaskSpec
+from megaflow.core.tasks import Outcome, Resources, TaskResult, TaskSpec
 
 if TYPE_CHECKING:
     from megaflow.scheduler.fleet import Instance, Region
@@ -69,10 +71,38 @@ class PendingTask:
     seq: int
     enqueued_at: float
     removed: bool = False
+    preemptions: int = 0
+    """How often a placement of this task was preempted so far."""
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFeedback:
+    """How one placement of a task ended: given once per placement, when its slot
+    is released (finished, failed, preempted, cancelled, or its instance lost)."""
+
+    task: PendingTask
+    outcome: Outcome
+    instance: str
+    placed_at: float
+    ended_at: float
+
+    @property
+    def wait_s(self) -> float:
+        """From the task's first arrival to this placement."""
+        return self.placed_at - self.task.enqueued_at
+
+    @property
+    def run_s(self) -> float:
+        """How long this placement held its slot."""
+        return self.ended_at - self.placed_at
+
+    @property
+    def resources(self) -> Resources:
+        return self.task.spec.resources
 
 
 @dataclass(slots=True)
@@ -91,8 +121,11 @@ class SchedulingPolicy(abc.ABC):
     """Orders waiting tasks. Subclasses implement ``push``/``pop``; ``decide``
     walks that order and places each task by best fit.
 
-    ``options`` are the ``options`` of a custom policy's config.
+    ``options`` are the ``options`` of a custom policy's config. ``now`` is the
+    time of the round being decided (set by the dispatch core before ``decide``).
     """
+
+    now: float = 0.0
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -113,6 +146,9 @@ class SchedulingPolicy(abc.ABC):
     def priority_of(self, spec: TaskSpec) -> float:
         """The priority preemption compares (higher wins)."""
         return float(spec.priority)
+
+    def observe(self, feedback: TaskFeedback) -> None:  # noqa: B027 - optional hook
+        """How a task this policy placed ended; a learning policy adjusts on it."""
 
     def decide(self, region: Region, admit: Admit, limit: int, scan_limit: int) -> list[Decision]:
         """Up to ``limit`` decisions; gives up after ``scan_limit`` tasks that do not fit."""

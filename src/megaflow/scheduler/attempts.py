@@ -116,6 +116,7 @@ class AttemptRunner:
         deadline = spec.timeouts.deadline_s
         result: TaskResult | None = None
         outcome, message = Outcome.OK, ""
+        stopping = False
         if deadline:
             self._deadlines.add(tid, deadline)
         try:
@@ -124,6 +125,7 @@ class AttemptRunner:
             self.running_tasks.pop(tid, None)
             reason = self.reasons.pop(tid, None)
             if reason is None:
+                stopping = True
                 raise  # the scheduler is stopping: the task stays in flight for resume
             outcome, message = reason
         except Exception as exc:
@@ -136,7 +138,7 @@ class AttemptRunner:
             self.running_tasks.pop(tid, None)
             self._start_timeouts.discard(tid)
             self._deadlines.discard(tid)
-            self.core.finish(tid, self.clock())
+            self.core.finish(tid, self.clock(), None if stopping else outcome)
             self.kick()
         self.reasons.pop(tid, None)
         self.outcomes.conclude(task, inst, n, started, outcome, message, result)
@@ -172,7 +174,7 @@ class AttemptRunner:
             task, inst, n = placed
             self.running_tasks.pop(task_id, None)
             self.reasons.pop(task_id, None)
-            self.core.finish(task_id, self.clock())
+            self.core.finish(task_id, self.clock(), reason)
             self.kick()
             self.outcomes.conclude(task, inst, n, time.time(), reason, message, None)
 

@@ -6,15 +6,28 @@ drives it from events on the wall clock; the simulator drives the very same
 object on a virtual clock. Every region has its own queue (a
 :class:`SchedulingPolicy`); a task is sharded on arrival to the region with
 the most free slots left after what already waits there.
+
+Feedback: whoever releases a slot says how the placement ended
+(:meth:`DispatchCore.finish` with an :class:`~megaflow.core.tasks.Outcome`;
+preemption and a lost instance are known here), and the core hands one
+:class:`~megaflow.scheduler.abstract.TaskFeedback` per placement to the
+policy of the queue that placed it and to every function in ``listeners``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from megaflow.core.tasks import Resources, TaskSpec
-from megaflow.scheduler.abstract import Decision, InstanceSpec, PendingTask, SchedulingPolicy
+from megaflow.core.tasks import Outcome, Resources, TaskSpec
+from megaflow.scheduler.abstract import (
+    Decision,
+    InstanceSpec,
+    PendingTask,
+    SchedulingPolicy,
+    TaskFeedback,
+)
 from megaflow.scheduler.admission import Admission
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.fleet import Instance, Region, fragmentation
@@ -28,6 +41,7 @@ class Placed:
     task: PendingTask
     inst: Instance
     region: Region
+    at: float = 0.0
 
 
 class DispatchCore:
@@ -45,6 +59,8 @@ class DispatchCore:
         self._region_of: dict[str, str] = {}
         self._needs_cache: list[Resources] | None = None
         self._seq = 0
+        self.listeners: list[Callable[[TaskFeedback], None]] = []
+        """Called with the feedback of every placement, after its policy."""
 
     # -- fleet -----------------------------------------------------------------
     def region(self, name: str) -> Region:
@@ -62,8 +78,11 @@ class DispatchCore:
         self.region(spec.region).add(inst)
         return inst
 
-    def remove_instance(self, inst_id: str, region: str | None = None) -> list[PendingTask]:
-        """Drop an instance; returns the tasks that were running on it (now unplaced)."""
+    def remove_instance(
+        self, inst_id: str, region: str | None = None, now: float | None = None
+    ) -> list[PendingTask]:
+        """Drop an instance; returns the tasks that were running on it (now unplaced,
+        their placements ended as ``lost`` at ``now``)."""
         for r in [self.regions[region]] if region else list(self.regions.values()):
             inst = r.remove(inst_id)
             if inst is None:
@@ -74,6 +93,7 @@ class DispatchCore:
                 self.admission.done(placed.task.spec.run_id)
                 inst.running.pop(task_id)
                 lost.append(placed.task)
+                self._feedback(placed, Outcome.LOST, placed.at if now is None else now)
             return lost
         return []
 
@@ -163,23 +183,38 @@ class DispatchCore:
                 continue
             limit = min(self.cfg.max_concurrency - adm.running, region.free_slots)
             if limit > 0 and not region.hopeless(self._needs()):
-                made = self.queues[name].decide(region, admit, limit, self.cfg.scan_limit)
+                queue = self.queues[name]
+                queue.now = now
+                made = queue.decide(region, admit, limit, self.cfg.scan_limit)
                 for d in made:
                     self._unqueue(d.task)
-                    self.running[d.task.id] = Placed(d.task, d.instance, region)
+                    self.running[d.task.id] = Placed(d.task, d.instance, region, now)
                 out.extend(made)
             if self.cfg.preemption and self.queued[name]:
                 out.extend(self._preempt(name, region, now))
         return out
 
-    def finish(self, task_id: str, now: float) -> bool:
-        """A running task let go of its slot. False if it was not running."""
+    def finish(self, task_id: str, now: float, outcome: Outcome | None = None) -> bool:
+        """A running task let go of its slot. False if it was not running.
+
+        ``outcome`` is how the placement ended, given to its policy; None (the
+        scheduler stopping, the attempt left in flight) gives no feedback."""
         placed = self.running.pop(task_id, None)
         if placed is None:
             return False
         placed.region.release(placed.inst, task_id, now)
         self.admission.done(placed.task.spec.run_id)
+        if outcome is not None:
+            self._feedback(placed, outcome, now)
         return True
+
+    def _feedback(self, placed: Placed, outcome: Outcome, now: float) -> None:
+        if outcome is Outcome.PREEMPT:
+            placed.task.preemptions += 1
+        fb = TaskFeedback(placed.task, outcome, placed.inst.id, placed.at, now)
+        self.queues[placed.region.name].observe(fb)
+        for listener in self.listeners:
+            listener(fb)
 
     # -- preemption --------------------------------------------------------------
     def _preempt(self, name: str, region: Region, now: float) -> list[Decision]:
@@ -208,7 +243,8 @@ class DispatchCore:
                 break
             region.reserve(inst, task.spec)
             self._unqueue(task)
-            self.running[task.id] = Placed(task, inst, region)
+            self.running[task.id] = Placed(task, inst, region, now)
+            self._feedback(victim, Outcome.PREEMPT, now)
             out.append(Decision(task, inst, preempt=[victim.task.id]))
         return out
 

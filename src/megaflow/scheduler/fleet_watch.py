@@ -94,7 +94,7 @@ class FleetWatch:
         h = self.heartbeats.pop(inst_id, None)
         if h is not None:
             h.cancel()
-        for task in self.core.remove_instance(inst_id):
+        for task in self.core.remove_instance(inst_id, now=self.clock()):
             msg = f"instance {inst_id} lost: {reason or 'no reason'}"
             self.interrupt(task.id, Outcome.LOST, msg)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from megaflow.core.tasks import Resources, TaskSpec, TaskType
+from megaflow.core.tasks import Outcome, Resources, TaskSpec, TaskType
 from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask
 from megaflow.scheduler.autoscale import ThresholdAutoscaler
 from megaflow.scheduler.config import SchedulerConfig
@@ -174,7 +174,7 @@ class Simulator:
         if self._token.get(tid) != token:
             return  # that attempt was preempted
         del self._token[tid]
-        self.core.finish(tid, self.now)
+        self.core.finish(tid, self.now, Outcome.OK)
         i = index[tid]
         st.end[i] = self.now
         st.busy_cpu_s += self.trace[i].cpu * (self.now - st.start[i])
@@ -201,7 +201,8 @@ class Simulator:
         for d in core.plan(now):
             for victim in d.preempt:
                 st.preemptions += 1
-                self._token.pop(victim, None)
+                # A new token: the preempted attempt's end event no longer matches.
+                self._token[victim] = self._token.get(victim, 0) + 1
                 i = index[victim]
                 st.busy_cpu_s += self.trace[i].cpu * (now - st.start[i])
                 core.enqueue(self._pending[victim])
