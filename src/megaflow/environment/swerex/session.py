@@ -39,6 +39,9 @@ from megaflow.environment.abstract import Sandbox
 
 HOST_GRACE_S = 10.0
 """How much longer than the command's own timeout an exec may take."""
+STARTUP_FLOOR_S = 30.0
+"""Least time a session's startup files get: SWE-ReX's default ``startup_timeout``
+(1 s) is tight for two sandbox calls on a loaded machine."""
 
 
 class SessionExitedError(SwerexException, RuntimeError):
@@ -86,14 +89,13 @@ class ShellSession:
         return status, output
 
     async def start(self, request: CreateBashSessionRequest) -> CreateBashSessionResponse:
-        status, _ = await self._call("start", timeout=request.startup_timeout)
+        timeout = max(request.startup_timeout, STARTUP_FLOOR_S)
+        status, _ = await self._call("start", timeout=timeout)
         self.pid = int(status)
         output = ""
         if request.startup_source:
             sources = " ; ".join(f"source {shlex.quote(p)}" for p in request.startup_source)
-            obs = await self.run(
-                BashAction(command=sources, timeout=request.startup_timeout, check="silent")
-            )
+            obs = await self.run(BashAction(command=sources, timeout=timeout, check="silent"))
             output = obs.output
         return CreateBashSessionResponse(output=output)
 
