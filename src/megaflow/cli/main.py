@@ -8,6 +8,7 @@ from megaflow import __version__
 from megaflow.cli import (
     bench_cmd,
     config_cmd,
+    dashboard_cmd,
     grade_cmd,
     inspect_cmd,
     run_cmd,
@@ -39,7 +40,8 @@ app.command("export")(inspect_cmd.export)
 app.command("grade")(grade_cmd.grade)
 app.command("bench")(bench_cmd.bench)
 app.command("top")(top_cmd.top)
-app.command("sim")(sim_cmd.sim)
+app.command("dashboard")(dashboard_cmd.dashboard)
+app.add_typer(sim_cmd.app, name="sim")
 app.command("serve-model")(serve_model)
 serve_cmd.register(app)  # serve, up, down, submit
 

@@ -1,0 +1,231 @@
+"""What the dashboard's pages show, read from the stores on each call.
+
+Each function takes the stores and returns plain JSON-ready dicts; nothing is
+cached, so a page always shows what the stores hold now. A run's figures
+count graded samples only (tasks that ended SUCCEEDED): the resolved rate is
+the share of them the agent solved, the reward mean and spread are over
+them. Throughput is finished tasks per second since the run was created.
+A task's time is the sum of its result's stage times (sandbox start,
+preparation, agent, grading: :data:`DURATION_PARTS`). The trajectory view of a ``train`` sample adds
+its token sequence through :func:`megaflow.train.samples.sample_from_trajectory`,
+or the reason it has none.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+from megaflow.core.errors import NotFound
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult, group_id
+from megaflow.core.trajectory import Trajectory
+from megaflow.storage.abstract import ArtifactStore, MetadataStore
+from megaflow.train.samples import TokenDrift, sample_from_trajectory
+
+HISTOGRAM_BINS = 10
+DURATION_PARTS = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
+"""The stages of an attempt whose times add up to the task's time."""
+
+
+def _duration(res: TaskResult | None) -> float | None:
+    if res is None:
+        return None
+    parts = [res.metrics[k] for k in DURATION_PARTS if k in res.metrics]
+    return sum(parts) if parts else None
+
+
+def _results(results: list[TaskResult]) -> dict[str, TaskResult]:
+    return {r.task_id: r for r in results}
+
+
+def _error_kind(rec: TaskRecord, res: TaskResult | None) -> str | None:
+    """The result's error kind; for a task that ended unsuccessfully without a result, its
+    state."""
+    if res is not None:
+        return str(res.error_kind) if res.error_kind is not None else None
+    if rec.state.terminal and rec.state is not TaskState.SUCCEEDED:
+        return rec.state.value
+    return None
+
+
+def _error_kinds(records: list[TaskRecord], results: dict[str, TaskResult]) -> dict[str, int]:
+    kinds = Counter(_error_kind(rec, results.get(rec.id)) for rec in records)
+    return {k: n for k, n in kinds.items() if k is not None}
+
+
+def _summary(
+    run: RunSpec, records: list[TaskRecord], results: dict[str, TaskResult]
+) -> dict[str, Any]:
+    counts = Counter(r.state.value for r in records)
+    graded = [results[r.id] for r in records if r.state is TaskState.SUCCEEDED and r.id in results]
+    rewards = [g.reward for g in graded]
+    done = sum(1 for r in records if r.state.terminal)
+    finished = [g.finished_at for g in results.values()]
+    end = max(finished) if done == len(records) and finished else time.time()
+    elapsed = max(end - run.created_at, 1e-9)
+    return {
+        "id": run.id,
+        "name": run.name,
+        "created_at": run.created_at,
+        "states": dict(counts),
+        "total": len(records),
+        "done": done,
+        "graded": len(graded),
+        "resolved": sum(1 for g in graded if g.success),
+        "resolved_rate": (sum(1 for g in graded if g.success) / len(graded)) if graded else None,
+        "reward_mean": statistics.fmean(rewards) if rewards else None,
+        "reward_std": statistics.pstdev(rewards)
+        if len(rewards) > 1
+        else (0.0 if rewards else None),
+        "throughput": done / elapsed,
+        "errors": _error_kinds(records, results),
+    }
+
+
+async def run_summaries(meta: MetadataStore) -> list[dict[str, Any]]:
+    """Every run, newest first, with its state counts and figures."""
+    out = []
+    for run in reversed(await meta.list_runs()):
+        records = await meta.list_tasks(run.id)
+        out.append(_summary(run, records, _results(await meta.list_results(run.id))))
+    return out
+
+
+async def run_summary(meta: MetadataStore, run_id: str) -> dict[str, Any]:
+    run = await meta.get_run(run_id)
+    records = await meta.list_tasks(run_id)
+    return _summary(run, records, _results(await meta.list_results(run_id)))
+
+
+def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+    """Equal-width bins over ``values``: left edges and counts (empty for no values)."""
+    if not values:
+        return {"edges": [], "counts": []}
+    lo, hi = min(values), max(values)
+    width = (hi - lo) / bins if hi > lo else 1.0
+    counts = [0.0] * bins
+    for v in values:
+        counts[min(int((v - lo) / width), bins - 1)] += 1
+    return {"edges": [lo + i * width for i in range(bins)], "counts": counts}
+
+
+def _task_type(rec: TaskRecord) -> str:
+    return rec.spec.type.value if rec.spec.type is not None else "eval"
+
+
+async def run_tasks(
+    meta: MetadataStore,
+    run_id: str,
+    *,
+    state: str | None = None,
+    task_type: str | None = None,
+    error_kind: str | None = None,
+) -> dict[str, Any]:
+    """A run's tasks, filtered by state, type and error kind, with reward and time histograms
+    over the tasks shown."""
+    await meta.get_run(run_id)
+    results = _results(await meta.list_results(run_id))
+    rows: list[dict[str, Any]] = []
+    for rec in await meta.list_tasks(run_id):
+        res = results.get(rec.id)
+        row: dict[str, Any] = {
+            "id": rec.id,
+            "state": rec.state.value,
+            "type": _task_type(rec),
+            "attempts": rec.attempts,
+            "success": res.success if res is not None else None,
+            "reward": res.reward if res is not None and rec.state is TaskState.SUCCEEDED else None,
+            "duration_s": _duration(res),
+            "error_kind": _error_kind(rec, res),
+            "error": (res.error if res is not None else None) or rec.error,
+        }
+        if state and row["state"] != state:
+            continue
+        if task_type and row["type"] != task_type:
+            continue
+        if error_kind and row["error_kind"] != error_kind:
+            continue
+        rows.append(row)
+    rewards = [r["reward"] for r in rows if r["reward"] is not None]
+    times = [r["duration_s"] for r in rows if r["duration_s"] is not None]
+    return {
+        "run": run_id,
+        "tasks": rows,
+        "reward_histogram": histogram(rewards),
+        "time_histogram": histogram(times),
+    }
+
+
+async def _text(artifacts: ArtifactStore, key: str | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return (await artifacts.get(key)).decode("utf-8", errors="replace")
+    except NotFound:
+        return None
+
+
+async def task_detail(
+    meta: MetadataStore, artifacts: ArtifactStore, task_id: str
+) -> dict[str, Any]:
+    """One task: its spec, state, attempts, result, grade report and patch."""
+    rec = await meta.get_task(task_id)
+    try:
+        res: TaskResult | None = await meta.get_result(task_id)
+    except NotFound:
+        res = None
+    grade_text = await _text(artifacts, res.artifacts.get("grade") if res else None)
+    return {
+        "id": rec.id,
+        "run": rec.spec.run_id,
+        "state": rec.state.value,
+        "type": _task_type(rec),
+        "error": rec.error,
+        "attempts": [a.model_dump(mode="json") for a in await meta.list_attempts(task_id)],
+        "result": res.model_dump(mode="json") if res is not None else None,
+        "grade": json.loads(grade_text) if grade_text else None,
+        "patch": await _text(artifacts, res.artifacts.get("patch") if res else None),
+        "has_trajectory": res is not None and "trajectory" in res.artifacts,
+    }
+
+
+def _sample_view(traj: Trajectory, reward: float, task_type: str) -> dict[str, Any]:
+    try:
+        sample = sample_from_trajectory(
+            traj, reward, group_id=str(traj.meta.get("group_id", traj.task_id)), task_type=task_type
+        )
+    except TokenDrift as exc:
+        return {"problem": str(exc)}
+    return {
+        "prompt_ids": sample.prompt_ids,
+        "completion_ids": sample.completion_ids,
+        "logprobs": sample.logprobs,
+        "loss_mask": sample.loss_mask,
+        "weights_version": sample.weights_version,
+    }
+
+
+async def trajectory_view(
+    meta: MetadataStore, artifacts: ArtifactStore, task_id: str
+) -> dict[str, Any]:
+    """A task's stored trajectory, step by step; a ``train`` sample also gets its tokens."""
+    rec = await meta.get_task(task_id)
+    res = await meta.get_result(task_id)
+    key = res.artifacts.get("trajectory")
+    text = await _text(artifacts, key)
+    if text is None:
+        raise NotFound(f"task {task_id} has no stored trajectory")
+    traj = Trajectory.model_validate(json.loads(text))
+    kind = str(traj.meta.get("task_type", _task_type(rec)))
+    view: dict[str, Any] = {
+        "task": task_id,
+        "group": group_id(rec.spec),
+        "type": kind,
+        "trajectory": traj.model_dump(mode="json"),
+        "sample": _sample_view(traj, res.reward, kind) if kind == "train" else None,
+    }
+    return view

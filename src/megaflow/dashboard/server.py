@@ -1,0 +1,197 @@
+"""The dashboard's FastAPI app: pages, a JSON API and a live stream, all behind the token.
+
+:func:`create_app` takes open stores and a :class:`~megaflow.dashboard.auth.DashboardAuth`;
+the caller owns the stores' lifecycle (:func:`serve` opens and closes them
+around uvicorn). Pages are static HTML files that fetch ``/api/...``; the
+stream ``/api/stream`` sends the runs' summaries (or one run's, with
+``?run=``) as server-sent events every ``interval`` seconds, each read fresh
+from the metadata store, and ends when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Form, Request
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+
+from megaflow.core.errors import NotFound
+from megaflow.dashboard import queries
+from megaflow.dashboard.auth import COOKIE, OPEN_PATHS, DashboardAuth
+from megaflow.storage.abstract import ArtifactStore, MetadataStore
+
+STATIC = resources.files("megaflow.dashboard") / "static"
+PAGES = {
+    "/": "runs.html",
+    "/run": "run.html",
+    "/task": "task.html",
+    "/trajectory": "trajectory.html",
+}
+
+
+def _static(name: str) -> Any:
+    return STATIC / name
+
+
+def create_app(
+    meta: MetadataStore,
+    artifacts: ArtifactStore,
+    auth: DashboardAuth,
+    *,
+    interval: float = 1.0,
+) -> FastAPI:
+    app = FastAPI(title="MegaFlow dashboard", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def require_token(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.url.path in OPEN_PATHS or auth.allows(
+            request.headers.get("authorization"), request.cookies.get(COOKIE)
+        ):
+            return await call_next(request)
+        if request.url.path in PAGES:
+            return RedirectResponse("/login", status_code=303)
+        return JSONResponse(
+            {"error": "missing or wrong bearer token"},
+            status_code=401,
+            headers={"www-authenticate": "Bearer"},
+        )
+
+    def _login_page(error: str = "") -> HTMLResponse:
+        html = _static("login.html").read_text().replace("{{error}}", error)
+        return HTMLResponse(html, status_code=401 if error else 200)
+
+    def _signed_in() -> RedirectResponse:
+        resp = RedirectResponse("/", status_code=303)
+        resp.set_cookie(COOKIE, auth.session_value, httponly=True, samesite="strict")
+        return resp
+
+    @app.get("/login")
+    async def login_form(code: str | None = None) -> Response:
+        if code is None:
+            return _login_page()
+        if auth.redeem(code):
+            return _signed_in()
+        return _login_page("That link was already used or is not valid; enter the token.")
+
+    @app.post("/login")
+    async def login(token: str = Form("")) -> Response:
+        if auth.token_matches(token):
+            return _signed_in()
+        return _login_page("Wrong token.")
+
+    for path, name in PAGES.items():
+        app.add_api_route(path, _page(name), methods=["GET"], response_class=HTMLResponse)
+
+    @app.get("/static/{name}")
+    async def static(name: str) -> Response:
+        item = _static(name)
+        if "/" in name or name.startswith(".") or not item.is_file():
+            return JSONResponse({"error": f"no static file {name!r}"}, status_code=404)
+        with resources.as_file(item) as path:
+            return FileResponse(path)
+
+    @app.get("/api/runs")
+    async def runs() -> Any:
+        return await queries.run_summaries(meta)
+
+    @app.get("/api/run")
+    async def run(
+        id: str, state: str | None = None, type: str | None = None, error_kind: str | None = None
+    ) -> Any:
+        return await _found(
+            lambda: _run_view(meta, id, state=state, task_type=type, error_kind=error_kind)
+        )
+
+    @app.get("/api/task")
+    async def task(id: str) -> Any:
+        return await _found(lambda: queries.task_detail(meta, artifacts, id))
+
+    @app.get("/api/trajectory")
+    async def trajectory(id: str) -> Any:
+        return await _found(lambda: queries.trajectory_view(meta, artifacts, id))
+
+    @app.get("/api/stream")
+    async def stream(request: Request, run: str | None = None) -> StreamingResponse:
+        async def events() -> AsyncIterator[str]:
+            while not await request.is_disconnected():
+                try:
+                    data: Any = (
+                        await queries.run_summary(meta, run)
+                        if run
+                        else await queries.run_summaries(meta)
+                    )
+                except NotFound as exc:
+                    yield f"event: error\ndata: {json.dumps(str(exc))}\n\n"
+                    return
+                yield f"data: {json.dumps(data)}\n\n"
+                await asyncio.sleep(interval)
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+        )
+
+    return app
+
+
+def _page(name: str) -> Callable[[], Awaitable[HTMLResponse]]:
+    async def page() -> HTMLResponse:
+        return HTMLResponse(_static(name).read_text())
+
+    return page
+
+
+async def _run_view(meta: MetadataStore, run_id: str, **filters: Any) -> dict[str, Any]:
+    view = await queries.run_tasks(meta, run_id, **filters)
+    view["summary"] = await queries.run_summary(meta, run_id)
+    return view
+
+
+async def _found(fn: Callable[[], Awaitable[Any]]) -> Any:
+    try:
+        return await fn()
+    except NotFound as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+
+
+async def serve(
+    meta: MetadataStore,
+    artifacts: ArtifactStore,
+    auth: DashboardAuth,
+    *,
+    host: str,
+    port: int,
+    interval: float = 1.0,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Open the stores, serve the dashboard until cancelled, close the stores.
+
+    The socket is bound before serving, so ``on_ready`` gets the port (also
+    when ``port`` is 0) and a client connecting right away waits in the backlog.
+    """
+    import socket
+
+    import uvicorn
+
+    sock = socket.create_server((host, port))
+    try:
+        async with meta, artifacts:
+            app = create_app(meta, artifacts, auth, interval=interval)
+            config = uvicorn.Config(app, log_level="warning", lifespan="off")
+            if on_ready is not None:
+                on_ready(int(sock.getsockname()[1]))
+            await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,79 @@
+// MegaFlow dashboard: helpers shared by the pages (fetching, formatting, charts, the live stream).
+"use strict";
+
+const MF = {
+  param(name) { return new URLSearchParams(location.search).get(name); },
+
+  async get(path) {
+    const resp = await fetch(path, { credentials: "same-origin" });
+    if (resp.status === 401) { location.href = "/login"; throw new Error("signed out"); }
+    const body = await resp.json();
+    if (!resp.ok) throw new Error(body.error || resp.statusText);
+    return body;
+  },
+
+  el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v; else if (k === "text") node.textContent = v;
+      else node.setAttribute(k, v);
+    }
+    for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return node;
+  },
+
+  num(x, digits = 2) { return x === null || x === undefined ? "-" : Number(x).toFixed(digits); },
+  pct(x) { return x === null || x === undefined ? "-" : (100 * x).toFixed(1) + "%"; },
+  secs(x) { return x === null || x === undefined ? "-" : Number(x).toFixed(1) + " s"; },
+
+  link(href, text) { return MF.el("a", { href }, text); },
+  taskHref(id) { return "/task?id=" + encodeURIComponent(id); },
+  runHref(id) { return "/run?id=" + encodeURIComponent(id); },
+
+  progress(done, total) {
+    const bar = MF.el("div", { class: "bar", title: `${done}/${total}` });
+    bar.append(MF.el("div", { style: `width:${total ? (100 * done) / total : 0}%` }));
+    return MF.el("span", {}, bar, ` ${done}/${total}`);
+  },
+
+  errors(kinds) {
+    const parts = Object.entries(kinds || {}).map(([k, n]) => `${k} ${n}`);
+    return parts.length ? parts.join(", ") : "none";
+  },
+
+  table(head, rows) {
+    const t = MF.el("table");
+    t.append(MF.el("tr", {}, ...head.map((h) => MF.el("th", { text: h }))));
+    for (const r of rows) t.append(MF.el("tr", {}, ...r.map((c) => c instanceof Node && c.tagName === "TD" ? c : MF.el("td", {}, c ?? "-"))));
+    return t;
+  },
+
+  histogram(target, title, hist, unit) {
+    target.replaceChildren();
+    if (!hist.edges.length) { target.append(MF.el("p", { text: `${title}: no values yet` })); return; }
+    const step = hist.edges.length > 1 ? hist.edges[1] - hist.edges[0] : 1;
+    const xs = hist.edges.map((e) => e + step / 2);
+    const opts = {
+      title, width: 420, height: 220,
+      scales: { x: { time: false } },
+      axes: [{ label: unit }, { label: "tasks" }],
+      series: [{}, { label: "tasks", fill: "rgba(47,125,50,0.35)", stroke: "#2f7d32",
+        paths: uPlot.paths.bars({ size: [0.9] }) }],
+    };
+    new uPlot(opts, [xs, hist.counts], target);
+  },
+
+  // Calls onData with each summary the server sends; says in the header whether it is live.
+  live(path, onData) {
+    const status = document.getElementById("live");
+    const source = new EventSource(path);
+    source.onmessage = (ev) => { status.textContent = "live " + new Date().toLocaleTimeString(); onData(JSON.parse(ev.data)); };
+    source.onerror = () => { status.textContent = "stream closed"; };
+    return source;
+  },
+
+  fail(err) {
+    const main = document.querySelector("main");
+    main.append(MF.el("p", { class: "error", text: String(err.message || err) }));
+  },
+};
