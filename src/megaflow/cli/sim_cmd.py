@@ -1,4 +1,5 @@
-"""``megaflow sim``: run the scheduler on a simulated cluster and print what it did."""
+"""``megaflow sim``: run the scheduler on a simulated cluster and print what it did;
+``megaflow sim train``: train the ``learned`` policy in the simulator."""
 
 from __future__ import annotations
 
@@ -11,13 +12,31 @@ from rich.console import Console
 from megaflow.cli.common import console, fail
 from megaflow.core.errors import MegaFlowError
 
+app = typer.Typer(
+    help="Simulate the scheduler on a virtual cluster, or train the learned policy.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
+
+@app.callback()
 def sim(
-    instances: int = typer.Option(100, "--instances", min=1, help="Simulated instances."),
-    tasks: int = typer.Option(10_000, "--tasks", min=1, help="Tasks in the synthetic trace."),
-    policy: str = typer.Option("priority", "--policy", help="fifo, priority or fair."),
+    ctx: typer.Context,
+    instances: int | None = typer.Option(
+        None, "--instances", min=1, help="Simulated instances (100; a family's own fleet)."
+    ),
+    tasks: int | None = typer.Option(
+        None, "--tasks", min=1, help="Tasks in the generated trace (10,000; a family's own)."
+    ),
+    policy: str = typer.Option("priority", "--policy", help="fifo, priority, fair or learned."),
     compare: str | None = typer.Option(
         None, "--compare", help="Comma-separated policies to run side by side on the same trace."
+    ),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint", help="The learned policy's checkpoint (from `megaflow sim train`)."
+    ),
+    family: str | None = typer.Option(
+        None, "--family", help="Draw the trace from a named family (megaflow.sim.families)."
     ),
     queues: str = typer.Option("shared", "--queues", help="shared or per_type."),
     load: float = typer.Option(
@@ -29,8 +48,10 @@ def sim(
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table here."),
 ) -> None:
     """Simulate INSTANCES instances running TASKS tasks under one or more policies."""
+    if ctx.invoked_subcommand is not None:
+        return
     from megaflow.sim.report import markdown_table, rich_table
-    from megaflow.sim.studies import arrival_rate
+    from megaflow.sim.studies import POLICIES, arrival_rate
     from megaflow.sim.studies import compare as run_compare
     from megaflow.sim.trace import load_trace, synthetic_trace
     from megaflow.sim.trace import save_trace as write_trace
@@ -38,26 +59,100 @@ def sim(
     if queues not in ("shared", "per_type"):
         fail(f"--queues must be shared or per_type, not {queues!r}")
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
-    bad = [p for p in policies if p not in ("fifo", "priority", "fair")]
+    bad = [p for p in policies if p not in POLICIES]
     if bad:
-        fail(f"unknown policy {bad[0]!r}; use fifo, priority or fair")
+        fail(f"unknown policy {bad[0]!r}; use one of {', '.join(POLICIES)}")
+    if "learned" in policies and checkpoint is None:
+        fail("the learned policy needs --checkpoint PATH (train one with `megaflow sim train`)")
     try:
         if trace is not None:
             used = load_trace(trace)
+        elif family is not None:
+            from megaflow.sim.families import family as named
+
+            fam = named(family)
+            instances = instances or fam.instances
+            used = fam.trace(seed, tasks)
         else:
+            instances = instances or 100
             mix = {"train": 0.5, "eval": 0.3, "synth": 0.2}
             used = synthetic_trace(
-                tasks, seed=seed, rate=arrival_rate(instances, load, mix), mix=mix
+                tasks or 10_000, seed=seed, rate=arrival_rate(instances, load, mix), mix=mix
             )
-    except (MegaFlowError, OSError) as exc:
+        instances = instances or 100
+        if save_trace is not None:
+            write_trace(used, save_trace)
+        started = time.perf_counter()
+        reports = run_compare(
+            policies, instances, len(used), queues=queues, trace=used,
+            checkpoint=None if checkpoint is None else str(checkpoint),
+        )  # fmt: skip
+    except (MegaFlowError, OSError, ValueError) as exc:
         fail(str(exc))
-    if save_trace is not None:
-        write_trace(used, save_trace)
-    started = time.perf_counter()
-    reports = run_compare(policies, instances, len(used), queues=queues, trace=used)
     wall = time.perf_counter() - started
-    title = f"{instances:,} instances, {len(used):,} tasks, {queues} queues ({wall:.1f}s wall)"
+    source = f"family {family}, " if family else ""
+    title = (
+        f"{source}{instances:,} instances, {len(used):,} tasks, {queues} queues ({wall:.1f}s wall)"
+    )
     wide = Console(width=max(console.width, 130))
     wide.print(rich_table(reports, title=title))
     if markdown is not None:
         markdown.write_text(f"{title}\n\n" + markdown_table(reports))
+
+
+@app.command("train")
+def train(
+    out: Path = typer.Option(..., "--out", help="Where to write the checkpoint (safetensors)."),
+    families: str = typer.Option(
+        "mix-poisson,mix-bursty", "--families", help="Comma-separated trace families to train on."
+    ),
+    iterations: int = typer.Option(200, "--iterations", min=1, help="Training iterations."),
+    rollouts: int = typer.Option(3, "--rollouts", min=1, help="Simulations of each trace."),
+    tasks: int | None = typer.Option(
+        None, "--tasks", min=1, help="Tasks per training trace (each family's own by default)."
+    ),
+    init: Path | None = typer.Option(None, "--init", help="Go on training this checkpoint."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the traces, the sampling and the net."),
+) -> None:
+    """Train the learned policy (actor-critic) on generated traces; write a checkpoint."""
+    import random
+
+    from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint, save_checkpoint
+    from megaflow.sim.families import family
+    from megaflow.sim.gym_env import Episode
+
+    names = [f.strip() for f in families.split(",") if f.strip()]
+    try:
+        fams = [family(n) for n in names]
+        start: Checkpoint | None = None if init is None else read_checkpoint(init)
+    except MegaFlowError as exc:
+        fail(str(exc))
+    if not fams:
+        fail("--families names no family")
+    try:
+        from megaflow.sim.learn import TrainOptions
+        from megaflow.sim.learn import train as run_training
+    except ImportError as exc:
+        fail(f"training needs torch (pip install 'megaflow[train]'): {exc}")
+
+    def episodes(rng: random.Random) -> Episode:
+        return rng.choice(fams).episode(rng.randrange(2**31), tasks)
+
+    def progress(i: int, jct: float) -> None:
+        if i == 1 or i % max(1, iterations // 20) == 0 or i == iterations:
+            console.print(f"iteration {i}/{iterations}: mean JCT {jct:,.0f} s")
+
+    opts = TrainOptions(iterations=iterations, rollouts=rollouts, seed=seed)
+    meta = {"families": names, "tasks": tasks, "seed": seed, "init": str(init) if init else None}
+    try:
+        ckpt, log = run_training(episodes, opts, init=start, meta=meta, progress=progress)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        save_checkpoint(ckpt, out)
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc}")
+    console.print(
+        f"wrote {out}: {log.iterations} iterations, {log.decisions:,} decisions, "
+        f"{log.seconds:.1f} s, on {', '.join(names)}"
+    )

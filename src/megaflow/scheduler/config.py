@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Cfg(BaseModel):
@@ -44,8 +44,33 @@ class CustomPolicyConfig(_Cfg):
     )
 
 
+class LearnedPolicyConfig(_Cfg):
+    """An actor-critic policy trained in the simulator (``megaflow sim train``)."""
+
+    type: Literal["learned"] = "learned"
+    checkpoint: str = Field(
+        description="The policy's checkpoint file (safetensors), relative to the working directory."
+    )
+    greedy: bool = Field(
+        True, description="Take the most likely choice; false samples from the policy (seeded)."
+    )
+    seed: int = Field(0, description="Seed of the sampling when greedy is false.")
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        from megaflow.scheduler.learned_net import read_checkpoint
+
+        read_checkpoint(value)  # a missing or broken file fails with the config (ValueError)
+        return value
+
+
 PolicyConfig = Annotated[
-    FifoPolicyConfig | PriorityPolicyConfig | FairPolicyConfig | CustomPolicyConfig,
+    FifoPolicyConfig
+    | PriorityPolicyConfig
+    | FairPolicyConfig
+    | CustomPolicyConfig
+    | LearnedPolicyConfig,
     Field(discriminator="type"),
 ]
 

@@ -45,10 +45,17 @@ class Placed:
 
 
 class DispatchCore:
-    """Which waiting task runs where, now. Synchronous and clock-free."""
+    """Which waiting task runs where, now. Synchronous and clock-free.
 
-    def __init__(self, cfg: SchedulerConfig) -> None:
+    ``make_queue`` builds each region's policy instead of ``cfg.policy`` (the
+    simulator's step interface passes a policy whose choices come from outside).
+    """
+
+    def __init__(
+        self, cfg: SchedulerConfig, make_queue: Callable[[], SchedulingPolicy] | None = None
+    ) -> None:
         self.cfg = cfg
+        self._make_queue = make_queue
         self.admission = Admission(cfg.admission, cfg.max_concurrency)
         self.regions: dict[str, Region] = {}
         self.queues: dict[str, SchedulingPolicy] = {}
@@ -67,8 +74,10 @@ class DispatchCore:
         r = self.regions.get(name)
         if r is None:
             r = self.regions[name] = Region(name, self.cfg.admission.max_per_region.get(name))
-            self.queues[name] = make_policy(
-                self.cfg.policy, self.cfg.queues, self.cfg.queue_weights
+            self.queues[name] = (
+                self._make_queue()
+                if self._make_queue is not None
+                else make_policy(self.cfg.policy, self.cfg.queues, self.cfg.queue_weights)
             )
             self.queued[name] = 0
         return r

@@ -132,6 +132,23 @@ class Region:
             return None
         return next(iter(best.values()))
 
+    def most_free(self, res: Resources) -> Instance | None:
+        """The fitting instance with the most capacity left after the task (spreading
+        load, where best fit packs); None where best fit finds nothing."""
+        if self.cap is not None and self.running >= self.cap:
+            return None
+        c, m, g = _need(res)
+        best: dict[str, Instance] | None = None
+        best_score = 0.0
+        for key, bucket in self._index.items():
+            fc, fm, fg, fs, cc, cm, _ = key
+            if fs < 1 or fc < c or fm < m or fg < g:
+                continue
+            score = (fc - c) / cc + (fm - m) / cm
+            if best is None or score > best_score:
+                best, best_score = bucket, score
+        return None if best is None else next(iter(best.values()))
+
     def hopeless(self, needs: Iterable[Resources]) -> bool:
         """True when none of ``needs`` can fit now (known without a search)."""
         if self.cap is not None and self.running >= self.cap:

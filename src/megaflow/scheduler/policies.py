@@ -10,6 +10,8 @@
   served in proportion to its weight.
 - :class:`TypedQueues`: one inner policy per task type, served by deficit
   round robin over the configured type weights.
+- ``learned``: :class:`~megaflow.scheduler.learned.LearnedPolicy`, built from
+  its checkpoint (read once per factory, numpy only).
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from megaflow.core.errors import ConfigError
 from megaflow.core.plugins import load_class
 from megaflow.core.tasks import TaskSpec
-from megaflow.scheduler.abstract import PendingTask, SchedulingPolicy
+from megaflow.scheduler.abstract import PendingTask, SchedulingPolicy, TaskFeedback
 from megaflow.scheduler.config import (
     CustomPolicyConfig,
     FairPolicyConfig,
     FifoPolicyConfig,
+    LearnedPolicyConfig,
     PolicyConfig,
     PriorityPolicyConfig,
 )
@@ -183,6 +187,11 @@ class TypedQueues(SchedulingPolicy):
     def priority_of(self, spec: TaskSpec) -> float:
         return self._probe.priority_of(spec)
 
+    def observe(self, feedback: TaskFeedback) -> None:
+        inner = self._drr.queues.get(self.type_of(feedback.task.spec))
+        if inner is not None:
+            inner.observe(feedback)
+
 
 def policy_factory(cfg: PolicyConfig) -> Callable[[], SchedulingPolicy]:
     """A function that builds a fresh policy from its config (one per queue)."""
@@ -194,6 +203,10 @@ def policy_factory(cfg: PolicyConfig) -> Callable[[], SchedulingPolicy]:
     if isinstance(cfg, FairPolicyConfig):
         key, weights = cfg.key, cfg.weights
         return lambda: FairPolicy(key=key, weights=weights)
+    if isinstance(cfg, LearnedPolicyConfig):
+        from megaflow.scheduler.learned import learned_factory
+
+        return learned_factory(cfg)
     if isinstance(cfg, CustomPolicyConfig):
         cls = load_class(cfg.path, SchedulingPolicy)  # type: ignore[type-abstract]
         options = cfg.options
@@ -205,6 +218,11 @@ def make_policy(
     cfg: PolicyConfig, queues: str = "shared", weights: dict[str, float] | None = None
 ) -> SchedulingPolicy:
     """The policy of one region's queue: shared, or one per task type."""
+    if queues == "per_type" and isinstance(cfg, LearnedPolicyConfig):
+        raise ConfigError(
+            "scheduler.policy: the learned policy orders one shared queue; "
+            "use queues: shared with it"
+        )
     make = policy_factory(cfg)
     if queues == "per_type":
         return TypedQueues(make, weights or {})

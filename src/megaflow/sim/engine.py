@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from megaflow.core.tasks import Outcome, Resources, TaskSpec, TaskType
-from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask
+from megaflow.scheduler.abstract import FleetProvider, InstanceSpec, PendingTask, SchedulingPolicy
 from megaflow.scheduler.autoscale import ThresholdAutoscaler
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
@@ -85,9 +85,11 @@ class Simulator:
         *,
         fleet: SimulatedFleet | None = None,
         options: SimOptions | None = None,
+        policy: Callable[[], SchedulingPolicy] | None = None,
     ) -> None:
+        """``policy`` builds each region's queue instead of ``config.policy``."""
         self.config = config
-        self.core = DispatchCore(config)
+        self.core = DispatchCore(config, policy)
         self.instances = instances
         self.trace = trace
         self.fleet = fleet

@@ -7,12 +7,14 @@ import asyncio
 import math
 import random
 
+from megaflow.core.errors import InvalidInput
 from megaflow.scheduler.abstract import InstanceSpec
 from megaflow.scheduler.config import (
     AdmissionConfig,
     AutoscaleConfig,
     FairPolicyConfig,
     FifoPolicyConfig,
+    LearnedPolicyConfig,
     PolicyConfig,
     PriorityPolicyConfig,
     SchedulerConfig,
@@ -24,14 +26,22 @@ from megaflow.sim.trace import TraceTask, mean_cpu_seconds, synthetic_trace
 INSTANCE = InstanceSpec("template", cpu=8, memory_mb=32768, slots=8)
 
 
-def policy_config(name: str) -> PolicyConfig:
+POLICIES = ("fifo", "priority", "fair", "learned")
+
+
+def policy_config(name: str, checkpoint: str | None = None) -> PolicyConfig:
+    """A policy by name; ``learned`` needs its ``checkpoint``."""
+    if name == "learned":
+        if checkpoint is None:
+            raise InvalidInput("the learned policy needs --checkpoint PATH")
+        return LearnedPolicyConfig(checkpoint=checkpoint)
     if name == "fifo":
         return FifoPolicyConfig()
     if name == "priority":
         return PriorityPolicyConfig()
     if name == "fair":
         return FairPolicyConfig()
-    raise ValueError(f"unknown policy {name!r}; use fifo, priority or fair")
+    raise InvalidInput(f"unknown policy {name!r}; use one of {', '.join(POLICIES)}")
 
 
 def fleet(n: int, template: InstanceSpec = INSTANCE) -> list[InstanceSpec]:
@@ -51,9 +61,10 @@ def simulate(
     *,
     queues: str = "shared",
     preemption: bool = False,
+    checkpoint: str | None = None,
 ) -> SimReport:
     cfg = SchedulerConfig(
-        policy=policy_config(policy),
+        policy=policy_config(policy, checkpoint),
         queues=queues,  # type: ignore[arg-type]
         max_concurrency=1_000_000,
         preemption=preemption,
@@ -63,13 +74,16 @@ def simulate(
 
 def compare(
     policies: list[str], instances: int, tasks: int, *, seed: int = 0, load: float = 1.2,
-    queues: str = "shared", trace: list[TraceTask] | None = None,
+    queues: str = "shared", trace: list[TraceTask] | None = None, checkpoint: str | None = None,
 ) -> dict[str, SimReport]:  # fmt: skip
     """Every policy on the same trace and fleet."""
     mix = {"train": 0.5, "eval": 0.3, "synth": 0.2}
     if trace is None:
         trace = synthetic_trace(tasks, seed=seed, rate=arrival_rate(instances, load, mix), mix=mix)
-    return {p: simulate(p, fleet(instances), trace, queues=queues) for p in policies}
+    return {
+        p: simulate(p, fleet(instances), trace, queues=queues, checkpoint=checkpoint)
+        for p in policies
+    }
 
 
 def queue_layout_study(

@@ -1,0 +1,263 @@
+"""The ``learned`` policy: an actor network picks which waiting task runs next, and where.
+
+Waiting tasks are kept in classes of the same type, priority and shape, each in
+arrival order; within a class, tasks differ only in age, so the candidates of
+a decision are the heads of the classes (at most ``max_classes``, the oldest
+heads first), each with two placements: best fit (pack) and the emptiest
+fitting instance (spread). Every candidate becomes one row of
+:data:`~megaflow.scheduler.learned_net.FEATURES` (priority, resource
+efficiency, node load, predicted run time and others, each relative to the
+other candidates so that the policy does not depend on a fleet's size or a
+trace's time scale); the actor scores the rows and the best (or a sampled)
+one is placed. A decision costs one pass over the classes and one small
+matrix product, whatever the queue's length.
+
+Predicted run times come from the feedback hook: every placement that ends
+``ok`` updates the mean run time of its (type, run) and of its type
+(:class:`RunTimeEstimates`), so the policy adjusts to the cluster it runs on.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from megaflow.core.tasks import Outcome, Resources, TaskSpec
+from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
+from megaflow.scheduler.learned_net import N_FEATURES, Checkpoint, read_checkpoint
+
+if TYPE_CHECKING:
+    from megaflow.scheduler.config import LearnedPolicyConfig
+    from megaflow.scheduler.fleet import Instance, Region
+    from megaflow.scheduler.learned_net import Array
+
+_Key = tuple[str, int, float, int, int]
+"""A class of waiting tasks: type, priority, CPU, memory, GPU."""
+Chooser = Callable[["Array", "Array"], int]
+"""Picks one candidate: (candidate rows, critic state) -> row index."""
+
+
+def _key(spec: TaskSpec) -> _Key:
+    r = spec.resources
+    kind = spec.type.value if spec.type is not None else "untyped"
+    return (kind, spec.priority, r.cpu, r.memory_mb, r.gpu)
+
+
+class RunTimeEstimates:
+    """Mean run time of finished placements by (type, run) and by type, from feedback."""
+
+    def __init__(self, horizon: int = 50) -> None:
+        self.horizon = horizon
+        self._mean: dict[tuple[str, str], tuple[int, float]] = {}
+
+    def _update(self, key: tuple[str, str], x: float) -> None:
+        n, m = self._mean.get(key, (0, 0.0))
+        n += 1
+        self._mean[key] = (n, m + (x - m) / min(n, self.horizon))
+
+    def observe(self, fb: TaskFeedback) -> None:
+        if fb.outcome is not Outcome.OK:
+            return
+        spec = fb.task.spec
+        kind = spec.type.value if spec.type is not None else "untyped"
+        self._update((kind, spec.run_id), fb.run_s)
+        self._update((kind, ""), fb.run_s)
+        self._update(("", ""), fb.run_s)
+
+    def predict(self, spec: TaskSpec) -> float | None:
+        kind = spec.type.value if spec.type is not None else "untyped"
+        for key in ((kind, spec.run_id), (kind, ""), ("", "")):
+            got = self._mean.get(key)
+            if got is not None:
+                return got[1]
+        return None
+
+
+class LearnedPolicy(SchedulingPolicy):
+    """Waiting tasks by class; an actor network places the class heads."""
+
+    def __init__(
+        self,
+        net: Checkpoint | None,
+        *,
+        greedy: bool = True,
+        seed: int = 0,
+        max_classes: int = 32,
+        chooser: Chooser | None = None,
+    ) -> None:
+        super().__init__()
+        self.net = net
+        self.greedy = greedy
+        self.rng = random.Random(seed)
+        self.max_classes = max_classes
+        self.chooser: Chooser = chooser or self.choose
+        self.estimates = RunTimeEstimates()
+        self._classes: dict[_Key, list[tuple[int, int, PendingTask]]] = {}
+        self._token: dict[str, int] = {}
+        self._tokens = 0
+        self._resources: dict[tuple[float, int, int], Resources] = {}
+
+    # -- the queue ---------------------------------------------------------------------
+    def push(self, task: PendingTask) -> None:
+        self._tokens += 1
+        self._token[task.id] = self._tokens
+        heap = self._classes.setdefault(_key(task.spec), [])
+        heapq.heappush(heap, (task.seq, self._tokens, task))
+
+    def _head(self, key: _Key) -> PendingTask | None:
+        heap = self._classes[key]
+        while heap:
+            _, tok, task = heap[0]
+            if self._token.get(task.id) == tok and not task.removed:
+                return task
+            heapq.heappop(heap)
+            if task.removed and self._token.get(task.id) == tok:
+                del self._token[task.id]
+        del self._classes[key]
+        return None
+
+    def _take(self, key: _Key) -> PendingTask:
+        task = heapq.heappop(self._classes[key])[2]
+        del self._token[task.id]
+        return task
+
+    def _heads(self, blocked: set[_Key]) -> list[tuple[_Key, PendingTask]]:
+        out = []
+        for key in list(self._classes):
+            if key in blocked:
+                continue
+            task = self._head(key)
+            if task is not None:
+                out.append((key, task))
+        if len(out) > self.max_classes:
+            out = heapq.nsmallest(self.max_classes, out, key=lambda kt: kt[1].seq)
+        return out
+
+    def pop(self) -> PendingTask | None:
+        """The oldest waiting task (preemption asks the queue in this order)."""
+        heads = self._heads(set())
+        if not heads:
+            return None
+        key, _ = min(heads, key=lambda kt: kt[1].seq)
+        return self._take(key)
+
+    def observe(self, feedback: TaskFeedback) -> None:
+        self.estimates.observe(feedback)
+
+    # -- decisions ---------------------------------------------------------------------
+    def choose(self, rows: Array, state: Array) -> int:
+        """The network's pick: the best row, or one sampled from the softmax."""
+        if self.net is None:
+            raise ValueError("a learned policy without a network needs a chooser")
+        logits = self.net.logits(rows)
+        if self.greedy:
+            return int(logits.argmax())
+        z = [math.exp(v - float(logits.max())) for v in logits.tolist()]
+        return self.rng.choices(range(len(z)), weights=z)[0]
+
+    def decide(
+        self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
+        scan_limit: int,
+    ) -> list[Decision]:  # fmt: skip
+        """Up to ``limit`` placements, one network decision each. ``scan_limit`` is not
+        needed: only class heads are candidates, and a class that does not fit or is
+        refused by admission is left out for the rest of the round."""
+        out: list[Decision] = []
+        blocked: set[_Key] = set()
+        while len(out) < limit:
+            actions = self._actions(region, blocked)
+            if not actions:
+                break
+            rows, state = self.features(actions, region)
+            key, task, inst, _ = actions[self.chooser(rows, state)]
+            if not admit(task, inst):
+                blocked.add(key)
+                continue
+            self._take(key)
+            region.reserve(inst, task.spec)
+            out.append(Decision(task, inst))
+        return out
+
+    def _actions(
+        self, region: Region, blocked: set[_Key]
+    ) -> list[tuple[_Key, PendingTask, Instance, bool]]:
+        fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]] = {}
+        actions = []
+        for key, task in self._heads(blocked):
+            shape = key[2:]
+            got = fits.get(shape)
+            if got is None:
+                res = self._resources.get(shape)
+                if res is None:
+                    res = self._resources[shape] = Resources.model_construct(
+                        cpu=shape[0], memory_mb=shape[1], gpu=shape[2]
+                    )
+                pack = region.best_fit(res)
+                got = fits[shape] = (pack, region.most_free(res) if pack is not None else None)
+            pack, spread = got
+            if pack is None:
+                blocked.add(key)  # capacity only shrinks within a round
+                continue
+            actions.append((key, task, pack, False))
+            if spread is not None and spread is not pack:
+                actions.append((key, task, spread, True))
+        return actions
+
+    def features(
+        self, actions: list[tuple[_Key, PendingTask, Instance, bool]], region: Region
+    ) -> tuple[Array, Array]:
+        """One row per candidate (:data:`FEATURES`), and the critic's state vector."""
+        import numpy as np
+
+        now = self.now
+        preds = [self.estimates.predict(t.spec) for _, t, _, _ in actions]
+        known = [p for p in preds if p is not None]
+        fallback = sum(known) / len(known) if known else 1.0
+        classes = self._classes
+        raw = np.array(
+            [
+                (k[1], k[2], now - t.enqueued_at, fallback if p is None else p, i.mcpu,
+                 i.cap_mcpu, len(classes[k]), spread, p is not None)
+                for (k, t, i, spread), p in zip(actions, preds, strict=True)
+            ],
+            dtype=np.float32,
+        )  # fmt: skip
+        prio, cpu, age, pred, free, cap = (
+            raw[:, 0],
+            raw[:, 1],
+            raw[:, 2],
+            raw[:, 3],
+            raw[:, 4],
+            raw[:, 5],
+        )
+        lo, hi = raw[:, :4].min(0), raw[:, :4].max(0)
+        work = pred * cpu
+        queued = max(1, len(self._token))
+        x = np.empty((len(actions), N_FEATURES), dtype=np.float32)
+        x[:, 0] = (prio - lo[0]) / (hi[0] - lo[0]) if hi[0] > lo[0] else 0.5
+        x[:, 1] = age / max(float(hi[2]), 1e-9)
+        x[:, 2] = pred / max(float(hi[3]), 1e-9)
+        x[:, 3] = work / max(float(work.max()), 1e-9)
+        x[:, 4] = age / (age + max(float(pred.mean()), 1e-9))
+        x[:, 5] = np.minimum(1.0, cpu * 1000 / np.maximum(free, 1.0))
+        x[:, 6] = 1.0 - free / np.maximum(cap, 1.0)
+        x[:, 7] = region.running / max(1, region.total_slots)
+        x[:, 8] = np.minimum(1.0, raw[:, 6] / queued)
+        x[:, 9:11] = raw[:, 7:9]
+        pressure = math.log1p(queued / max(1, region.total_slots))
+        state = np.concatenate([x.mean(0), x.max(0), [x[0, 7], pressure]]).astype(np.float32)
+        return x, state
+
+
+def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
+    """Reads the checkpoint once; every queue gets its own policy over the same weights."""
+    net = read_checkpoint(cfg.checkpoint)
+    greedy, seed = cfg.greedy, cfg.seed
+
+    def make(**_: Any) -> SchedulingPolicy:
+        return LearnedPolicy(net, greedy=greedy, seed=seed)
+
+    return make

@@ -1,0 +1,145 @@
+"""Named families of generated workloads, for training and for evaluating policies.
+
+A family fixes how tasks arrive, how long they run, what they ask for and the
+fleet they run on; its ``episode(seed)`` draws one trace of it. The
+``learned`` policy is trained on :data:`TRAIN_FAMILIES` and evaluated on
+:data:`EVAL_FAMILIES`, which differ from them in one respect each (arrival
+process, length distribution, resource mix, fleet size); ``two-class`` is the
+small family the tests train on. Loads are the arrival rate over the fleet's
+CPU capacity; above 1 a queue builds up during the trace and drains after.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from megaflow.core.errors import InvalidInput
+from megaflow.scheduler.abstract import InstanceSpec
+from megaflow.scheduler.config import SchedulerConfig
+from megaflow.sim.gym_env import Episode
+from megaflow.sim.studies import INSTANCE, fleet
+from megaflow.sim.trace import MAX_DURATION_S, PROFILES, TraceTask, TypeProfile
+
+Arrivals = Callable[[random.Random, float, float], float]
+"""(rng, now, mean rate) -> the next arrival time."""
+
+
+def poisson(rng: random.Random, now: float, rate: float) -> float:
+    return now + rng.expovariate(rate)
+
+
+def diurnal(period_s: float = 6 * 3600.0, depth: float = 0.8) -> Arrivals:
+    """A rate swinging between ``1 - depth`` and ``1 + depth`` times the mean (thinning)."""
+
+    def nxt(rng: random.Random, now: float, rate: float) -> float:
+        peak = rate * (1 + depth)
+        while True:
+            now += rng.expovariate(peak)
+            if rng.random() * peak <= rate * (1 + depth * math.sin(2 * math.pi * now / period_s)):
+                return now
+
+    return nxt
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    profiles: dict[str, TypeProfile]
+    mix: dict[str, float]
+    instances: int = 20
+    load: tuple[float, float] = (1.1, 1.1)
+    """Load drawn uniformly in this range, per episode."""
+    arrivals: Arrivals = poisson
+    burst_prob: float = 0.01
+    burst_size: int = 20
+    tasks: int = 2000
+    template: InstanceSpec = INSTANCE
+    about: str = ""
+    config: Callable[[], SchedulerConfig] = field(
+        default=lambda: SchedulerConfig(max_concurrency=1_000_000)
+    )
+
+    def mean_cpu_s(self) -> float:
+        total = sum(self.mix.values())
+        return sum(
+            share / total * self.profiles[k].cpu * self.profiles[k].median_s
+            * math.exp(self.profiles[k].sigma ** 2 / 2)
+            for k, share in self.mix.items()
+        )  # fmt: skip
+
+    def trace(self, seed: int, tasks: int | None = None) -> list[TraceTask]:
+        rng = random.Random(seed)
+        n = self.tasks if tasks is None else tasks
+        load = rng.uniform(*self.load)
+        rate = load * self.instances * self.template.cpu / self.mean_cpu_s()
+        names, weights = list(self.mix), list(self.mix.values())
+        out: list[TraceTask] = []
+        t = 0.0
+        while len(out) < n:
+            t = self.arrivals(rng, t, rate)
+            k = self.burst_size if rng.random() < self.burst_prob else 1
+            for _ in range(min(k, n - len(out))):
+                name = rng.choices(names, weights)[0]
+                p = self.profiles[name]
+                dur = min(MAX_DURATION_S, rng.lognormvariate(math.log(p.median_s), p.sigma))
+                out.append(TraceTask(
+                    arrival_s=t, duration_s=max(1.0, dur), type=name,
+                    priority=p.priority + rng.randint(0, 2), run=f"{name}-{rng.randrange(p.runs)}",
+                    tenant=f"tenant-{rng.randrange(3)}", cpu=p.cpu, memory_mb=p.memory_mb,
+                ))  # fmt: skip
+        return out
+
+    def episode(self, seed: int, tasks: int | None = None) -> Episode:
+        return Episode(self.config(), fleet(self.instances, self.template), self.trace(seed, tasks))
+
+
+MIX = {"train": 0.5, "eval": 0.3, "synth": 0.2}
+_LONG_TAIL = {
+    "train": TypeProfile(median_s=300.0, sigma=1.5, cpu=2.0, memory_mb=4096, priority=5),
+    "eval": TypeProfile(median_s=600.0, sigma=1.3, cpu=1.0, memory_mb=2048, priority=3),
+    "synth": TypeProfile(median_s=60.0, sigma=1.6, cpu=0.5, memory_mb=1024, priority=0),
+}
+_WIDE = {
+    "train": TypeProfile(median_s=600.0, sigma=1.0, cpu=4.0, memory_mb=16384, priority=5),
+    "eval": TypeProfile(median_s=300.0, sigma=0.8, cpu=1.0, memory_mb=2048, priority=3),
+    "synth": TypeProfile(median_s=120.0, sigma=1.2, cpu=0.25, memory_mb=512, priority=0),
+}
+_TWO_CLASS = {
+    "eval": TypeProfile(median_s=20.0, sigma=0.3, cpu=1.0, memory_mb=1024, priority=0),
+    "train": TypeProfile(median_s=600.0, sigma=0.3, cpu=1.0, memory_mb=1024, priority=0),
+}
+
+FAMILIES = {
+    f.name: f
+    for f in (
+        Family("mix-poisson", PROFILES, MIX, load=(0.9, 1.3),
+               about="the default train/eval/synth mix, Poisson arrivals with rare bursts"),
+        Family("mix-bursty", PROFILES, MIX, load=(0.9, 1.3), burst_prob=0.05,
+               about="the default mix, one arrival in twenty a burst of 20"),
+        Family("diurnal", PROFILES, MIX, instances=30, arrivals=diurnal(),
+               about="the default mix; arrival rate swings 0.2x-1.8x over 6 h"),
+        Family("long-tail", _LONG_TAIL, MIX,
+               about="other lengths: sigma 1.3-1.6, eval the longest type, synth 60 s"),
+        Family("wide-tasks", _WIDE, MIX,
+               about="other shapes: 4-CPU/16 GB train tasks, 0.25-CPU synth"),
+        Family("big-fleet", PROFILES, MIX, instances=200, tasks=10_000,
+               about="the default mix on 200 instances, 10,000 tasks"),
+        Family("two-class", _TWO_CLASS, {"eval": 0.5, "train": 0.5}, instances=2,
+               load=(1.2, 1.2), burst_prob=0.0, tasks=300,
+               about="20 s and 600 s tasks of one shape, overloaded: the tests' family"),
+    )
+}  # fmt: skip
+TRAIN_FAMILIES = ("mix-poisson", "mix-bursty")
+EVAL_FAMILIES = ("diurnal", "long-tail", "wide-tasks", "big-fleet")
+
+
+def family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise InvalidInput(
+            f"unknown trace family {name!r}; use one of {sorted(FAMILIES)}"
+        ) from None

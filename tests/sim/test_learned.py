@@ -1,0 +1,129 @@
+"""The learned policy: step/reset, training, checkpoints, and refusing a bad one."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from megaflow.cli.main import app
+from megaflow.core.errors import ConfigError
+from megaflow.scheduler.config import LearnedPolicyConfig, SchedulerConfig
+from megaflow.scheduler.dispatch import DispatchCore
+from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint, save_checkpoint
+from megaflow.sim.families import family
+from megaflow.sim.gym_env import SchedulingEnv, simulator
+from megaflow.sim.learn import TrainOptions, _export, _nets, train
+from megaflow.sim.studies import simulate
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Checkpoint:
+    import torch
+
+    torch.manual_seed(3)
+    return _export(*_nets(32, None), {})
+
+
+def test_stepping_with_a_fixed_policy_reproduces_its_run_to_end_result(fresh: Checkpoint) -> None:
+    fam = family("mix-poisson")
+    episode = fam.episode(5, tasks=400)
+    whole = asyncio.run(simulator(episode, net=fresh).run())
+    env = SchedulingEnv(lambda seed: fam.episode(seed, tasks=400))
+    obs, _ = env.reset(seed=5)
+    steps, total, done = 0, 0.0, False
+    while not done:
+        assert obs["candidates"].shape[1] == 11
+        action = int(fresh.logits(obs["candidates"]).argmax())
+        obs, reward, done, truncated, _ = env.step(action)
+        assert not truncated
+        steps, total = steps + 1, total + reward
+    assert env.report == whole
+    assert steps >= 400  # one decision per placement at least
+    assert total == pytest.approx(-whole.avg_jct_s)  # rewards add up to minus the mean JCT
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+def test_reset_abandons_an_episode_and_bad_actions_are_refused() -> None:
+    env = SchedulingEnv(lambda seed: family("two-class").episode(seed, tasks=50))
+    obs, _ = env.reset(seed=1)
+    with pytest.raises(ValueError, match="not one of"):
+        env.step(len(obs["candidates"]))
+    env.step(0)
+    first, _ = env.reset(seed=1)  # mid-episode: the old one is stopped, a new one starts
+    again, _ = env.reset(seed=1)
+    assert np.array_equal(first["candidates"], again["candidates"])
+    env.close()
+
+
+def test_a_short_training_beats_fifo_on_a_simple_family() -> None:
+    fam = family("two-class")
+    held_out = fam.episode(999, tasks=150)
+    ckpt, log = train(
+        lambda rng: fam.episode(rng.randrange(10**6), tasks=150),
+        TrainOptions(iterations=25, rollouts=2, seed=0),
+    )
+    assert log.iterations == 25
+    assert log.decisions >= 25 * 2 * 150
+    learned = asyncio.run(simulator(held_out, net=ckpt).run())
+    fifo = simulate("fifo", held_out.instances, held_out.trace)
+    assert learned.finished == fifo.finished == 150
+    assert learned.avg_jct_s < 0.9 * fifo.avg_jct_s  # direction: short tasks first
+
+
+def test_checkpoints_round_trip_and_bad_ones_are_refused(fresh: Checkpoint, tmp_path: Path) -> None:
+    path = tmp_path / "p.safetensors"
+    save_checkpoint(Checkpoint(fresh.actor, fresh.critic, {"families": ["x"]}), path)
+    back = read_checkpoint(path)
+    rows = np.random.default_rng(0).random((7, 11), dtype=np.float32)
+    assert np.array_equal(back.logits(rows), fresh.logits(rows))
+    assert back.meta == {"families": ["x"]}
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_checkpoint(tmp_path / "missing.safetensors")
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    with pytest.raises(ConfigError, match="not usable"):
+        read_checkpoint(broken)
+    with pytest.raises(ValidationError, match="does not exist"):
+        SchedulerConfig.model_validate(
+            {"policy": {"type": "learned", "checkpoint": str(tmp_path / "nope")}}
+        )
+    cfg = SchedulerConfig(policy=LearnedPolicyConfig(checkpoint=str(path)))
+    broken.write_bytes(path.read_bytes()[:-8])  # truncated after the config was checked
+    cfg.policy.checkpoint = str(broken)  # type: ignore[union-attr]
+    core = DispatchCore(cfg)
+    with pytest.raises(ConfigError, match=str(broken)):
+        core.region("default")  # a region's queue is the policy: it refuses to be built
+
+
+def test_cli_trains_compares_and_refuses_a_missing_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt.safetensors"
+    res = runner.invoke(
+        app, ["sim", "train", "--out", str(out), "--families", "two-class", "--iterations", "2",
+              "--rollouts", "2", "--tasks", "40"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert read_checkpoint(out).meta["families"] == ["two-class"]
+    md = tmp_path / "cmp.md"
+    res = runner.invoke(
+        app, ["sim", "--family", "two-class", "--tasks", "60", "--compare", "fifo,learned",
+              "--checkpoint", str(out), "--markdown", str(md)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "| learned |" in md.read_text()
+    for args in (
+        ["sim", "--compare", "fifo,learned", "--tasks", "10"],
+        ["sim", "--policy", "learned", "--checkpoint", str(tmp_path / "nope"), "--tasks", "10"],
+        ["sim", "train", "--out", str(out), "--families", "nosuch"],
+        ["sim", "train", "--out", str(out), "--init", str(tmp_path / "nope")],
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "Traceback" not in res.output
