@@ -26,6 +26,7 @@ from megaflow.environment.local.images import ImageCache
 from megaflow.environment.local.reaper import Reaper
 from megaflow.environment.local.records import SandboxRecord, process_key
 from megaflow.environment.local.sandbox import LocalSandbox
+from megaflow.environment.local.staging import Staging
 from megaflow.monitoring.environment import EnvironmentMetrics
 
 MIN_MEMORY_MB = 32  # the exec server alone needs about 10 MiB
@@ -68,10 +69,9 @@ class LocalRuntime(Runtime):
         self._stopped = False
         self._binds: dict[Path, list[str]] = {}
         self.ids: userns.IdMap | None = None
-        self.stage: Path | None = None  # self.root as bubblewrap reaches it, when bound
+        self.staging: Staging | None = None
         self._filters: dict[str, bytes] = {}
-        self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
-        self._stage_name = ""
+        self._mem_total = 0
         self._host_paths: list[tuple[Path, Path]] = []
         self._as_user: list[str] = []
 
@@ -96,11 +96,11 @@ class LocalRuntime(Runtime):
             own.mkdir(mode=0o711, parents=True, exist_ok=True)
             own.chmod(0o711)  # traversable by bubblewrap's uid, not listable
         self._server = self._server or await asyncio.to_thread(launcher.server_payload)
-        if self.ids.run_as is not None:  # root: bubblewrap's uid may not reach self.root
-            self._stage_name = uuid.uuid4().hex[:8]
-            self.stage = await asyncio.to_thread(self._stage, self.root, self._stage_name)
+        self._mem_total = _mem_total()  # read once: every create checks against it
+        staging = self.staging = Staging(self.root, self.process, self.ids)
+        await asyncio.to_thread(staging.start)  # root: bubblewrap's uid may not reach root
         self._host_paths = [
-            await asyncio.to_thread(self._source, Path(p)) for p in self.cfg.host_paths
+            await asyncio.to_thread(staging.source, Path(p)) for p in self.cfg.host_paths
         ]
         hide = [Path(p) for p in self.cfg.hide] + [self.root]
         checkout = _checkout_of(Path.cwd()) if self.cfg.hide_checkout else None
@@ -137,10 +137,8 @@ class LocalRuntime(Runtime):
             for base in self.layout.bases():
                 with contextlib.suppress(OSError):
                     (base / self.process).rmdir()
-        for target in [*self._staged.values(), *([self.stage] if self.stage else [])]:
-            await asyncio.to_thread(userns.unstage, target)
-        self._staged.clear()
-        self.stage = None
+        if self.staging is not None:
+            await asyncio.to_thread(self.staging.stop)
         self._started = False
         self._stopped = True
 
@@ -149,10 +147,11 @@ class LocalRuntime(Runtime):
         cpus = os.cpu_count() or 1
         if res.cpus > cpus:
             raise InvalidInput(f"spec asks for {res.cpus} cpus but this machine has {cpus}")
-        if res.memory_mb < MIN_MEMORY_MB or res.memory_mb * 1024 * 1024 > _mem_total():
+        mem_total = self._mem_total or _mem_total()
+        if res.memory_mb < MIN_MEMORY_MB or res.memory_mb * 1024 * 1024 > mem_total:
             raise InvalidInput(
                 f"spec memory_mb={res.memory_mb} is impossible here: give between "
-                f"{MIN_MEMORY_MB} and {_mem_total() // 2**20} MiB"
+                f"{MIN_MEMORY_MB} and {mem_total // 2**20} MiB"
             )
         if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
             raise InvalidInput(f"spec workdir {spec.workdir!r} must be an absolute path of its own")
@@ -205,31 +204,11 @@ class LocalRuntime(Runtime):
             self.metrics.start_seconds.labels(self.name, "cold").observe(time.perf_counter() - t0)
         return sb
 
-    def _seen(self, path: Path) -> Path:
-        """``path`` (below self.root) as bubblewrap reaches it."""
-        if self.stage is None:
-            return path
-        return self.stage / path.relative_to(self.root)
-
-    def _stage(self, source: Path, name: str) -> Path:
-        return userns.stage(source, self.process, name)
-
-    def _source(self, path: Path) -> tuple[Path, Path]:
-        """(``path``, where bubblewrap reaches it): below self.root through the
-        staged root, elsewhere directly or, when its uid cannot, through a stage."""
-        path = path.absolute()
-        if self.stage is not None and path.is_relative_to(self.root):
-            return path, self._seen(path)
-        if self.ids is None or self.ids.run_as is None:
-            return path, path
-        if path not in self._staged and not userns.reachable(path, self.ids.run_as[0]):
-            name = f"{self._stage_name}-{len(self._staged)}"
-            self._staged[path] = self._stage(path, name)
-        return path, self._staged.get(path, path)
-
     async def _launch(self, sb: LocalSandbox, spec: EnvironmentSpec) -> None:
         assert self._server is not None, "start() first"
         assert self.ids is not None
+        assert self.staging is not None
+        staging = self.staging
         directory = sb.dir
         owner = (self.ids.agent_uid, self.ids.agent_gid)
         disk = spec.resources.disk_mb
@@ -238,9 +217,9 @@ class LocalRuntime(Runtime):
         )
         if disk is not None:
             sb.mounts.append(rw)
-            if self.stage is not None:  # the tmpfs is not in the staged view by itself
-                await asyncio.to_thread(userns.bind, rw, self._seen(rw))
-                sb.mounts.insert(0, self._seen(rw))
+            if staging.stage is not None:  # the tmpfs is not in the staged view by itself
+                await asyncio.to_thread(userns.bind, rw, staging.seen(rw))
+                sb.mounts.insert(0, staging.seen(rw))
         record = SandboxRecord(
             id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
             created_at=sb.info.created_at, image=spec.image, process=self.process,
@@ -264,13 +243,13 @@ class LocalRuntime(Runtime):
             sb.cgroup = self.layout.create(self.process, sb.id, spec.resources)
             record.cgroups = [str(p) for p in sb.cgroup.paths()]
         plan = launcher.LaunchPlan(
-            image_root=image_root, rw_dir=self._seen(rw), workdir=spec.workdir,
+            image_root=image_root, rw_dir=staging.seen(rw), workdir=spec.workdir,
             network=spec.network, hide=self.hide, payload=self._server,
             host_paths=self._host_paths,
             max_frame=self.cfg.max_frame_mb << 20,
         )  # fmt: skip
         if image_root != Path("/") and image_root not in self._binds:
-            plan.image_source = (await asyncio.to_thread(self._source, image_root))[1]
+            plan.image_source = (await asyncio.to_thread(staging.source, image_root))[1]
         if image_root not in self._binds:  # the image's top level rarely changes
             self._binds[image_root] = launcher.root_binds(plan)
         plan.root_binds = self._binds[image_root]

@@ -1,0 +1,60 @@
+"""Where bubblewrap reaches host paths when it runs as another uid.
+
+Run as root, the local runtime starts bubblewrap as an unprivileged uid
+(``setpriv``), which may be unable to traverse the runtime's root or a host
+path the config binds. :class:`Staging` binds each such path at a stage
+directory that uid can reach (:func:`megaflow.environment.local.userns.stage`)
+and answers where bubblewrap sees a host path: below the runtime's root
+through the staged root, elsewhere directly or through a stage of its own.
+Without a uid change every path is reached as it is and nothing is staged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from megaflow.environment.local import userns
+
+
+class Staging:
+    def __init__(self, root: Path, process: str, ids: userns.IdMap) -> None:
+        self.root = root
+        self.process = process
+        self.ids = ids
+        self.stage: Path | None = None
+        """``root`` as bubblewrap reaches it, when bound."""
+        self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
+        self._name = ""
+
+    def start(self) -> None:
+        """Stage the runtime's root if bubblewrap runs as another uid (blocking)."""
+        if self.ids.run_as is not None and self.stage is None:
+            self._name = uuid.uuid4().hex[:8]
+            self.stage = userns.stage(self.root, self.process, self._name)
+
+    def stop(self) -> None:
+        """Undo every stage (blocking)."""
+        for target in [*self._staged.values(), *([self.stage] if self.stage else [])]:
+            userns.unstage(target)
+        self._staged.clear()
+        self.stage = None
+
+    def seen(self, path: Path) -> Path:
+        """``path`` (below the runtime's root) as bubblewrap reaches it."""
+        if self.stage is None:
+            return path
+        return self.stage / path.relative_to(self.root)
+
+    def source(self, path: Path) -> tuple[Path, Path]:
+        """(``path``, where bubblewrap reaches it), staging it when its uid cannot
+        reach it directly (blocking)."""
+        path = path.absolute()
+        if self.stage is not None and path.is_relative_to(self.root):
+            return path, self.seen(path)
+        if self.ids.run_as is None:
+            return path, path
+        if path not in self._staged and not userns.reachable(path, self.ids.run_as[0]):
+            name = f"{self._name}-{len(self._staged)}"
+            self._staged[path] = userns.stage(path, self.process, name)
+        return path, self._staged.get(path, path)
