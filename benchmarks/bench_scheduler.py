@@ -30,7 +30,7 @@ from pathlib import Path
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Resources, RunSpec, TaskSpec
 from megaflow.scheduler.abstract import InstanceSpec
-from megaflow.scheduler.config import PriorityPolicyConfig, SchedulerConfig
+from megaflow.scheduler.config import PolicyConfig, PriorityPolicyConfig, SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.service import Scheduler
 from megaflow.scheduler.synthetic import NoopExecutor
@@ -79,13 +79,17 @@ async def _throughput(n: int, db: str) -> tuple[float, float]:
 
 
 def decision_p99(
-    queued: int = 10_000, instances: int = 1_000, samples: int = 5_000
+    queued: int = 10_000,
+    instances: int = 1_000,
+    samples: int = 5_000,
+    policy: PolicyConfig | None = None,
 ) -> tuple[float, float, float]:
     """One decision with ``queued`` waiting over ``instances`` full ones, in microseconds:
     (median wall, P99 wall, P99 CPU time of this process). On a shared machine the
     wall P99 includes time the process waited for a core; the CPU time does not."""
     rng = random.Random(0)
-    core = DispatchCore(SchedulerConfig(policy=PriorityPolicyConfig(), max_concurrency=10**6))
+    cfg = SchedulerConfig(policy=policy or PriorityPolicyConfig(), max_concurrency=10**6)
+    core = DispatchCore(cfg)
     for k in range(instances):
         core.add_instance(InstanceSpec(f"i{k}", cpu=8, memory_mb=32768, slots=8))
     shapes = [Resources(cpu=c, memory_mb=m) for c, m in ((0.5, 1024), (1, 2048), (2, 4096))]

@@ -46,9 +46,15 @@ def sim(
     trace: Path | None = typer.Option(None, "--trace", help="A JSON Lines trace file to replay."),
     save_trace: Path | None = typer.Option(None, "--save-trace", help="Write the trace used."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write the table here."),
+    cost: bool = typer.Option(
+        False, "--cost", help="Price the paper's fleets for TASKS tasks (2,000) instead."
+    ),
 ) -> None:
     """Simulate INSTANCES instances running TASKS tasks under one or more policies."""
     if ctx.invoked_subcommand is not None:
+        return
+    if cost:
+        _cost(tasks or 2000, seed, markdown)
         return
     from megaflow.sim.report import markdown_table, rich_table
     from megaflow.sim.studies import POLICIES, arrival_rate
@@ -118,7 +124,7 @@ def train(
     import random
 
     from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint, save_checkpoint
-    from megaflow.sim.families import family
+    from megaflow.sim.families import TRAIN_SEEDS, family
     from megaflow.sim.gym_env import Episode
 
     names = [f.strip() for f in families.split(",") if f.strip()]
@@ -136,7 +142,7 @@ def train(
         fail(f"training needs torch (pip install 'megaflow[train]'): {exc}")
 
     def episodes(rng: random.Random) -> Episode:
-        return rng.choice(fams).episode(rng.randrange(2**31), tasks)
+        return rng.choice(fams).episode(rng.randrange(TRAIN_SEEDS), tasks)
 
     def progress(i: int, jct: float) -> None:
         if i == 1 or i % max(1, iterations // 20) == 0 or i == iterations:
@@ -156,3 +162,28 @@ def train(
         f"wrote {out}: {log.iterations} iterations, {log.decisions:,} decisions, "
         f"{log.seconds:.1f} s, on {', '.join(names)}"
     )
+
+
+def _cost(tasks: int, seed: int, markdown: Path | None) -> None:
+    from rich.table import Table
+
+    from megaflow.sim.cost import ASSUMPTIONS, COST_COLUMNS, CostScenario, cost_rows, paper_scenario
+
+    lines: list[str] = []
+    for sigma, label in ((0.8, "heavy-tailed lengths"), (0.2, "near-equal lengths")):
+        scenario = CostScenario(tasks=tasks, sigma=sigma, seed=seed)
+        rows = cost_rows(paper_scenario(scenario))
+        title = f"{tasks:,} tasks, {label} (sigma {sigma})"
+        table = Table(title=title)
+        for col in COST_COLUMNS:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        lines += [f"### {title}", "", "| " + " | ".join(COST_COLUMNS) + " |",
+                  "|" + "---|" * len(COST_COLUMNS), *("| " + " | ".join(r) + " |" for r in rows),
+                  ""]  # fmt: skip
+    note = ASSUMPTIONS.format(**vars(CostScenario(tasks=tasks, sigma=0.8)))
+    console.print(note.replace("sigma 0.8", "sigma 0.8 or 0.2"))
+    if markdown is not None:
+        markdown.write_text("\n".join([*lines, note.replace("sigma 0.8", "sigma 0.8 or 0.2")]))

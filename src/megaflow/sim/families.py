@@ -133,6 +133,8 @@ FAMILIES = {
     )
 }  # fmt: skip
 TRAIN_FAMILIES = ("mix-poisson", "mix-bursty")
+TRAIN_SEEDS = 10_000
+"""Training draws trace seeds below this; evaluations use seeds from it up."""
 EVAL_FAMILIES = ("diurnal", "long-tail", "wide-tasks", "big-fleet")
 
 
