@@ -87,8 +87,12 @@ async def test_token_data_travels_through_the_http_gateway(tiny_model: Path) -> 
             out = await client.chat(body["messages"], trajectory_id="t-http")  # type: ignore[arg-type]
             (call,) = await client.calls("t-http")
     assert out.token_ids == raw["megaflow"]["token_ids"]
+    assert out.prompt_token_ids == raw["megaflow"]["prompt_token_ids"]
+    assert out.prompt_token_ids
+    assert out.weights_version == 0
     assert call.token_ids == out.token_ids
     assert call.logprobs == out.logprobs
+    assert call.prompt_token_ids == out.prompt_token_ids
 
 
 @pytest.mark.slow
