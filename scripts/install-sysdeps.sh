@@ -39,6 +39,7 @@ NEEDED=(
   "promtool:prometheus"                   # tests: alert rules
   "prometheus:prometheus"                 # tests: alerts fired by a real Prometheus
   "openssl:openssl"                       # tests: self-signed TLS certificates
+  "chromium:chromium"                     # tests: the dashboard in a real browser (Playwright)
 )
 
 have() {

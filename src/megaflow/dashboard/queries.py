@@ -101,12 +101,19 @@ async def run_summary(meta: MetadataStore, run_id: str) -> dict[str, Any]:
     return _summary(run, records, _results(await meta.list_results(run_id)))
 
 
-def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
-    """Equal-width bins over ``values``: left edges and counts (empty for no values)."""
+def histogram(
+    values: list[float], bins: int = HISTOGRAM_BINS, span: tuple[float, float] | None = None
+) -> dict[str, list[float]]:
+    """Equal-width bins over ``values`` (and ``span``, widened to hold them): left edges and
+    counts; empty for no values. Equal values get one bin of width 1 centred on them."""
     if not values:
         return {"edges": [], "counts": []}
     lo, hi = min(values), max(values)
-    width = (hi - lo) / bins if hi > lo else 1.0
+    if span is not None:
+        lo, hi = min(lo, span[0]), max(hi, span[1])
+    if hi == lo:
+        lo, hi, bins = lo - 0.5, lo + 0.5, 1
+    width = (hi - lo) / bins
     counts = [0.0] * bins
     for v in values:
         counts[min(int((v - lo) / width), bins - 1)] += 1
@@ -155,7 +162,7 @@ async def run_tasks(
     return {
         "run": run_id,
         "tasks": rows,
-        "reward_histogram": histogram(rewards),
+        "reward_histogram": histogram(rewards, span=(0.0, 1.0)),
         "time_histogram": histogram(times),
     }
 

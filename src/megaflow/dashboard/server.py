@@ -189,7 +189,9 @@ async def serve(
     try:
         async with meta, artifacts:
             app = create_app(meta, artifacts, auth, interval=interval)
-            config = uvicorn.Config(app, log_level="warning", lifespan="off")
+            config = uvicorn.Config(
+                app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2
+            )
             if on_ready is not None:
                 on_ready(int(sock.getsockname()[1]))
             await uvicorn.Server(config).serve(sockets=[sock])

@@ -50,11 +50,11 @@ const MF = {
 
   histogram(target, title, hist, unit) {
     target.replaceChildren();
-    if (!hist.edges.length) { target.append(MF.el("p", { text: `${title}: no values yet` })); return; }
+    if (!hist.edges.length) { target.append(MF.el("p", { text: `${title}: no values` })); return; }
     const step = hist.edges.length > 1 ? hist.edges[1] - hist.edges[0] : 1;
     const xs = hist.edges.map((e) => e + step / 2);
     const opts = {
-      title, width: 420, height: 220,
+      title, width: 420, height: 220, legend: { show: false },
       scales: { x: { time: false } },
       axes: [{ label: unit }, { label: "tasks" }],
       series: [{}, { label: "tasks", fill: "rgba(47,125,50,0.35)", stroke: "#2f7d32",
