@@ -46,3 +46,13 @@ async def _seed(path: Path) -> None:
     async with SqliteMetadataStore(path) as store:
         await store.create_run(RunSpec(id="r"))
         await store.add_tasks([TaskSpec(id=f"r/{i}", run_id="r") for i in range(2)])
+
+
+def test_top_prints_a_plain_snapshot_into_a_pipe(tmp_path: Path) -> None:
+    """Without a terminal (CliRunner's stdout is not one) and without --once, one frame, exit 0."""
+    asyncio.run(_seed(tmp_path / "m.db"))
+    res = CliRunner().invoke(app, ["top", "--db", str(tmp_path / "m.db"), "--interval", "0.1"])
+    assert res.exit_code == 0, res.output
+    assert "megaflow top" in res.output
+    assert res.output.count("megaflow top") == 1
+    assert "\x1b[" not in res.output  # plain text, no cursor movement

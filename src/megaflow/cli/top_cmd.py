@@ -2,7 +2,9 @@
 
 Reads the metadata store (``--db`` or ``--config``), so it works beside a
 running job or after it.
-Rates are the change in finished tasks between two refreshes.
+Rates are the change in finished tasks between two refreshes. When stdout
+is not a terminal (a pipe, a file, a CI log) it prints one plain frame and
+exits, as ``--once`` does.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def top(
 
     async def go(store: MetadataStore) -> None:
         view = TopView(store, runs)
-        if once:
+        if once or not console.is_terminal:  # a pipe or a file gets one plain frame
             console.print(await view.frame())
             return
         with Live(await view.frame(), console=console, refresh_per_second=4) as live:
