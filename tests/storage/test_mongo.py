@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
 
-import megaflow.storage.mongo as mongo_module
+import megaflow.storage.mongo_batch as mongo_batch
 from megaflow.core.errors import AlreadyExists, InvalidTransition, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec
@@ -19,6 +19,7 @@ from megaflow.storage.abstract import Transition
 from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import make_metadata_store
 from megaflow.storage.mongo import MongoMetadataStore
+from megaflow.storage.mongo_schema import SCHEMA_VERSION
 from megaflow.storage.transition_plan import TaskChange, plan_transitions
 from tests.fixtures.sql_servers import MongoServer, find_nx27017, free_port, running_nx27017
 from tests.storage.conftest import make_tasks
@@ -43,7 +44,7 @@ async def test_nx27017_runs_without_transactions_and_has_the_indexes(
     async with MongoMetadataStore(mongo_server.uri, database=database) as store:
         # nx-27017 reports a standalone server, where MongoDB has no transactions
         assert store.uses_transactions is False
-        assert await store.schema_version() == mongo_module.SCHEMA_VERSION
+        assert await store.schema_version() == SCHEMA_VERSION
     client: AsyncMongoClient[Doc] = AsyncMongoClient(mongo_server.uri)
     try:
         info = await client[database]["tasks"].index_information()
@@ -74,7 +75,7 @@ async def test_a_concurrent_change_undoes_the_whole_batch(
         await store.create_run(RunSpec(id="r1"))
         await store.add_tasks(make_tasks("r1", 4))
         await store.transition("r1/t3", S.SCHEDULED, error="kept")
-        monkeypatch.setattr(mongo_module, "plan_transitions", plan_then_interfere)
+        monkeypatch.setattr(mongo_batch, "plan_transitions", plan_then_interfere)
         batch = [Transition(f"r1/t{i}", S.SCHEDULED) for i in range(3)]
         with pytest.raises(InvalidTransition, match="1 of 4 tasks changed"):
             await store.transition_many([*batch, Transition("r1/t3", S.STARTING, error="new")])
@@ -148,7 +149,7 @@ async def test_newer_schema_is_refused(mongo_server: MongoServer, database: str)
     client: AsyncMongoClient[Doc] = AsyncMongoClient(mongo_server.uri)
     try:
         await client[database]["meta"].update_one(
-            {"_id": "schema"}, {"$set": {"version": mongo_module.SCHEMA_VERSION + 1}}
+            {"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION + 1}}
         )
     finally:
         await client.close()

@@ -12,12 +12,9 @@ Multi-document transactions exist only on replica sets and sharded
 clusters. With ``transactions="auto"`` (the default) the store uses them
 there, and elsewhere (a standalone server, or a wire-protocol server such
 as nx-27017 that reports itself as one) falls back to single-document
-atomic writes: a batch is validated whole before anything is written, each
-task is updated only if its revision is the one read (optimistic locking,
-so concurrent schedulers never lose an update), and if any task changed
-in between, the updates already made are undone and the batch fails with
-``InvalidTransition``. Readers may then see a batch half-applied for a
-moment, which transactions would hide.
+atomic writes with optimistic locking (:mod:`megaflow.storage.mongo_batch`).
+The indexes and the schema version are set up by
+:mod:`megaflow.storage.mongo_schema`.
 
 Documents are only ever changed with ``update_one``/``bulk_write`` and
 ``$set``/``$inc``, never ``replace_one``: nx-27017 (0.8) loses the document
@@ -28,25 +25,21 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne
-from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
-from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, StorageError
+from megaflow.core.errors import AlreadyExists, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
-from megaflow.storage.transition_plan import plan_transitions
+from megaflow.storage.mongo_batch import Doc, Session, apply_transitions
+from megaflow.storage.mongo_schema import prepare
 
-SCHEMA_VERSION = 1
 TransactionMode = Literal["auto", "on", "off"]
-Doc = dict[str, Any]
-Session = AsyncClientSession | None
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 _Store = TypeVar("_Store", bound="MongoMetadataStore")
@@ -110,34 +103,13 @@ class MongoMetadataStore(MetadataStore):
                 self.transactions == "auto" and replicated
             )
             self._client = client
-            await self._prepare()
+            await prepare(client[self.database])
         except BaseException as exc:
             self._client = None
             await client.close()
             if isinstance(exc, PyMongoError):
                 raise StorageError(f"cannot use MongoDB at {self.uri}: {exc}") from exc
             raise
-
-    async def _prepare(self) -> None:
-        meta = self._coll("meta")
-        found = await meta.find_one({"_id": "schema"})
-        if found is not None and found["version"] > SCHEMA_VERSION:
-            raise StorageError(
-                f"database {self.database!r} has schema version {found['version']}, newer than "
-                f"this MegaFlow understands ({SCHEMA_VERSION}); upgrade MegaFlow"
-            )
-        tasks = self._coll("tasks")
-        await tasks.create_index([("run_id", ASCENDING), ("state", ASCENDING)])
-        await tasks.create_index([("state", ASCENDING), ("seq", ASCENDING)])
-        await tasks.create_index("seq", unique=True)
-        await self._coll("results").create_index([("run_id", ASCENDING), ("seq", ASCENDING)])
-        await self._coll("attempts").create_index(
-            [("task_id", ASCENDING), ("number", ASCENDING)], unique=True
-        )
-        await self._coll("counters").update_one(
-            {"_id": "task_seq"}, {"$setOnInsert": {"value": 0}}, upsert=True
-        )
-        await meta.update_one({"_id": "schema"}, {"$max": {"version": SCHEMA_VERSION}}, upsert=True)
 
     async def stop(self) -> None:
         if self._client is not None:
@@ -287,60 +259,8 @@ class MongoMetadataStore(MetadataStore):
     @_storage_errors
     async def transition_many(self, transitions: Sequence[Transition]) -> None:
         if transitions:
-            await self._atomic(lambda s: self._transition_many(transitions, s))
-
-    async def _transition_many(self, transitions: Sequence[Transition], s: Session) -> None:
-        coll = self._coll("tasks")
-        ids = list(dict.fromkeys(t.task_id for t in transitions))
-        fields = {"state": 1, "rev": 1, "error": 1, "updated_at": 1}
-        seen = {d["_id"]: d async for d in coll.find({"_id": {"$in": ids}}, fields, session=s)}
-        changes = plan_transitions(transitions, {i: TaskState(d["state"]) for i, d in seen.items()})
-        token, now = uuid.uuid4().hex, time.time()
-        ops = []
-        for c in changes:
-            update: Doc = {"state": c.dst.value, "updated_at": now, "batch": token,
-                           "rev": seen[c.task_id]["rev"] + 1}  # fmt: skip
-            if c.error is not None:
-                update["error"] = c.error
-            ops.append(
-                UpdateOne(
-                    {"_id": c.task_id, "rev": seen[c.task_id]["rev"]},
-                    {
-                        "$set": update,
-                        "$inc": {"attempts": c.attempts, "preemptions": c.preemptions},
-                    },
-                )
-            )
-        done = await coll.bulk_write(ops, ordered=True, session=s)
-        if done.matched_count == len(ops):
-            return
-        if s is None:  # no transaction to abort: undo what this batch wrote
-            undo = [
-                UpdateOne(
-                    {"_id": c.task_id, "batch": token},
-                    {
-                        "$set": {
-                            "state": c.src.value,
-                            "error": seen[c.task_id].get("error"),
-                            "updated_at": seen[c.task_id]["updated_at"],
-                            "batch": None,
-                            "rev": seen[c.task_id]["rev"] + 2,
-                        },
-                        "$inc": {"attempts": -c.attempts, "preemptions": -c.preemptions},
-                    },
-                )
-                for c in changes
-            ]
-            undone = await coll.bulk_write(undo, ordered=True)
-            if undone.matched_count != done.matched_count:
-                raise StorageError(
-                    f"a batch of {len(changes)} transitions met concurrent writers and could "
-                    "only be undone in part; read the tasks again before going on"
-                )
-        raise InvalidTransition(
-            f"{len(ops) - done.matched_count} of {len(ops)} tasks changed while the batch was "
-            "being applied (another scheduler); nothing was applied, read them again"
-        )
+            tasks = self._coll("tasks")
+            await self._atomic(lambda s: apply_transitions(tasks, transitions, s))
 
     # -- attempts and results ------------------------------------------------
     @_storage_errors

@@ -30,22 +30,8 @@ from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
 from megaflow.storage.postgres_schema import current_version, migrate
+from megaflow.storage.sql_rows import TASK_COLS, task_record
 from megaflow.storage.transition_plan import plan_transitions
-
-_TASK_COLS = "id, run_id, seq, state, attempts, preemptions, updated_at, error, spec"
-
-
-def _record(row: tuple[Any, ...]) -> TaskRecord:
-    _id, _run, seq, state, attempts, preemptions, updated_at, error, spec = row
-    return TaskRecord(
-        spec=TaskSpec.model_validate_json(spec),
-        state=TaskState(state),
-        attempts=attempts,
-        preemptions=preemptions,
-        seq=seq,
-        updated_at=updated_at,
-        error=error,
-    )
 
 
 class PostgresMetadataStore(MetadataStore):
@@ -190,10 +176,10 @@ class PostgresMetadataStore(MetadataStore):
         return records
 
     async def get_task(self, task_id: str) -> TaskRecord:
-        rows = await self._fetchall(f"SELECT {_TASK_COLS} FROM tasks WHERE id = %s", (task_id,))
+        rows = await self._fetchall(f"SELECT {TASK_COLS} FROM tasks WHERE id = %s", (task_id,))
         if not rows:
             raise NotFound(f"task {task_id!r} not found")
-        return _record(rows[0])
+        return task_record(rows[0])
 
     async def list_tasks(
         self,
@@ -212,14 +198,14 @@ class PostgresMetadataStore(MetadataStore):
                 return []
             where.append(sql.SQL("state = ANY(%s)"))
             args.append(values)
-        query: sql.Composable = sql.SQL(f"SELECT {_TASK_COLS} FROM tasks")  # type: ignore[arg-type]
+        query: sql.Composable = sql.SQL(f"SELECT {TASK_COLS} FROM tasks")  # type: ignore[arg-type]
         if where:
             query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where)
         query += sql.SQL(" ORDER BY seq")
         if limit is not None:
             query += sql.SQL(" LIMIT %s")
             args.append(int(limit))
-        return [_record(r) for r in await self._fetchall(query, args)]
+        return [task_record(r) for r in await self._fetchall(query, args)]
 
     async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]:
         if run_id is None:

@@ -10,7 +10,6 @@ SQLite's cross-thread locking.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -23,24 +22,11 @@ from megaflow.core.states import TRANSITIONS, TaskState, check_transition
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
 from megaflow.storage.private import private_file, tighten
+from megaflow.storage.sql_rows import TASK_COLS, task_record
 from megaflow.storage.sqlite_schema import migrate
 
-_TASK_COLS = "id, run_id, seq, state, attempts, preemptions, updated_at, error, spec"
 _STATE = {s.value: s for s in TaskState}
 _VALUE = {s: s.value for s in TaskState}  # dict lookups: an enum's .value is a property
-
-
-def _record(row: tuple[object, ...]) -> TaskRecord:
-    _id, _run, seq, state, attempts, preemptions, updated_at, error, spec = row
-    return TaskRecord(
-        spec=TaskSpec.model_validate_json(str(spec)),
-        state=TaskState(str(state)),
-        attempts=int(attempts),  # type: ignore[call-overload]
-        preemptions=int(preemptions),  # type: ignore[call-overload]
-        seq=int(seq),  # type: ignore[call-overload]
-        updated_at=float(updated_at),  # type: ignore[arg-type]
-        error=None if error is None else str(error),
-    )
 
 
 class SqliteMetadataStore(MetadataStore):
@@ -155,11 +141,11 @@ class SqliteMetadataStore(MetadataStore):
 
     async def get_task(self, task_id: str) -> TaskRecord:
         row = self.conn.execute(
-            f"SELECT {_TASK_COLS} FROM tasks WHERE id = ?", (task_id,)
+            f"SELECT {TASK_COLS} FROM tasks WHERE id = ?", (task_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"task {task_id!r} not found")
-        return _record(row)
+        return task_record(row)
 
     async def list_tasks(
         self,
@@ -177,13 +163,13 @@ class SqliteMetadataStore(MetadataStore):
                 return []
             where.append(f"state IN ({','.join('?' * len(values))})")
             args.extend(values)
-        sql = f"SELECT {_TASK_COLS} FROM tasks"
+        sql = f"SELECT {TASK_COLS} FROM tasks"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_record(r) for r in self.conn.execute(sql, args).fetchall()]
+        return [task_record(r) for r in self.conn.execute(sql, args).fetchall()]
 
     async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]:
         if run_id is None:
@@ -243,22 +229,24 @@ class SqliteMetadataStore(MetadataStore):
             raise
 
     def _states_of(self, ids: list[str]) -> dict[str, TaskState]:
-        out: dict[str, TaskState] = {}
+        return {i: _STATE[v] for i, v in self._column_of("state", ids).items()}
+
+    def _column_of(self, column: str, ids: list[str]) -> dict[str, Any]:
+        """``column`` of each task of ``ids`` that exists, in chunks of 500
+        (SQLite caps the parameters of one statement)."""
+        out: dict[str, Any] = {}
         unique = list(dict.fromkeys(ids))
         for i in range(0, len(unique), 500):
             chunk = unique[i : i + 500]
             rows = self.conn.execute(
-                f"SELECT id, state FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                f"SELECT id, {column} FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall()
-            out.update({r[0]: _STATE[r[1]] for r in rows})
+            out.update(rows)
         return out
 
     # -- attempts and results ------------------------------------------------
     async def put_attempt(self, attempt: Attempt) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO attempts (task_id, number, body) VALUES (?, ?, ?)",
-            (attempt.task_id, attempt.number, attempt.model_dump_json()),
-        )
+        await self.put_attempts([attempt])
 
     async def put_attempts(self, attempts: Sequence[Attempt]) -> None:
         if not attempts:
@@ -271,7 +259,7 @@ class SqliteMetadataStore(MetadataStore):
     async def put_results(self, results: Sequence[TaskResult]) -> None:
         if not results:
             return
-        runs = self._runs_of([r.task_id for r in results])
+        runs = self._column_of("run_id", [r.task_id for r in results])
         missing = [r.task_id for r in results if r.task_id not in runs]
         if missing:
             raise NotFound(f"cannot store a result for unknown task {missing[0]!r}")
@@ -292,17 +280,6 @@ class SqliteMetadataStore(MetadataStore):
             conn.execute("ROLLBACK")
             raise
 
-    def _runs_of(self, ids: list[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        unique = list(dict.fromkeys(ids))
-        for i in range(0, len(unique), 500):
-            chunk = unique[i : i + 500]
-            rows = self.conn.execute(
-                f"SELECT id, run_id FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            ).fetchall()
-            out.update({str(r[0]): str(r[1]) for r in rows})
-        return out
-
     async def list_attempts(self, task_id: str) -> list[Attempt]:
         rows = self.conn.execute(
             "SELECT body FROM attempts WHERE task_id = ? ORDER BY number", (task_id,)
@@ -310,22 +287,7 @@ class SqliteMetadataStore(MetadataStore):
         return [Attempt.model_validate_json(r[0]) for r in rows]
 
     async def put_result(self, result: TaskResult) -> None:
-        row = self.conn.execute(
-            "SELECT run_id FROM tasks WHERE id = ?", (result.task_id,)
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"cannot store a result for unknown task {result.task_id!r}")
-        self.conn.execute(
-            "INSERT OR REPLACE INTO results (task_id, run_id, success, reward, body) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                result.task_id,
-                row[0],
-                int(result.success),
-                result.reward,
-                json.dumps(result.model_dump(mode="json")),
-            ),
-        )
+        await self.put_results([result])
 
     async def get_result(self, task_id: str) -> TaskResult:
         row = self.conn.execute("SELECT body FROM results WHERE task_id = ?", (task_id,)).fetchone()
