@@ -38,6 +38,8 @@ from megaflow.app.assembly import (
     task_specs,
 )
 from megaflow.app.attempt import AgentExecutor
+from megaflow.app.ray_fleet.executor import NodeExecutor
+from megaflow.app.ray_fleet.fleet import RayFleet
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import InvalidInput
@@ -50,6 +52,8 @@ from megaflow.environment.pool import SandboxPool
 from megaflow.monitoring.environment import EnvironmentMetrics
 from megaflow.monitoring.run import JobMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
+from megaflow.scheduler.abstract import TaskExecutor
+from megaflow.scheduler.fleet_config import RayFleetConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.factory import Stores
@@ -75,6 +79,8 @@ class Job(Lifecycle):
         self.pool: SandboxPool | None = None
         self.arms: dict[str, Arm] = {}
         self.scheduler: Scheduler | None = None
+        self.fleet: RayFleet | None = None
+        """The Ray fleet the job places tasks on, with ``fleet: {type: ray}``."""
         self.started_at = 0.0
         self._started: list[Any] = []
         self._planned: dict[str, list[TaskSpec]] | None = None
@@ -92,31 +98,59 @@ class Job(Lifecycle):
             await self.stores.start()
             self._started.append(self.stores)
             env_metrics = EnvironmentMetrics(self.registry)
-            self.runtime = make_runtime(cfg.environment.runtime, metrics=env_metrics)
-            await self.runtime.start()
-            self._started.append(self.runtime)
-            self.pool = SandboxPool(
-                self.runtime, cfg.environment.mode, cfg.environment.pool, env_metrics
-            )
-            await self.pool.start()
-            self._started.append(self.pool)
+            fleet: RayFleet | None = None
+            if isinstance(cfg.fleet, RayFleetConfig):
+                fleet = RayFleet(cfg.fleet, cfg.environment.runtime, self.stores.events)
+                await fleet.start()
+                self._started.append(fleet)
+            else:
+                self.runtime = make_runtime(cfg.environment.runtime, metrics=env_metrics)
+                await self.runtime.start()
+                self._started.append(self.runtime)
+                self.pool = SandboxPool(
+                    self.runtime, cfg.environment.mode, cfg.environment.pool, env_metrics
+                )
+                await self.pool.start()
+                self._started.append(self.pool)
             for run in run_specs(cfg, self.run_id):
                 self.arms[run.id] = arm_for(cfg, control=is_control(run))
             for arm in self.arms.values():
                 await arm.model.start()
                 self._started.append(arm.model)
-            executor = AgentExecutor(
-                self.pool, self.arms, self.stores.artifacts, base_spec(cfg),
-                JobMetrics(self.registry),
-            )  # fmt: skip
+            job_metrics = JobMetrics(self.registry)
+
+            def attempts(pool: SandboxPool) -> AgentExecutor:
+                return AgentExecutor(
+                    pool, self.arms, self.stores.artifacts, base_spec(cfg), job_metrics
+                )
+
+            executor: TaskExecutor
+            if fleet is None:
+                assert self.pool is not None
+                executor = attempts(self.pool)
+            else:  # each attempt on the node agent of the node it is placed on
+                executor = NodeExecutor(
+                    fleet.target, fleet.token, attempts, cfg.environment, env_metrics,
+                    unreachable=fleet.check,
+                )  # fmt: skip
+                fleet.on_lost(executor.forget)
             self.scheduler = Scheduler(
-                cfg.scheduler, self.stores, executor, metrics=SchedulerMetrics(self.registry)
-            )
+                cfg.scheduler, self.stores, executor, metrics=SchedulerMetrics(self.registry),
+                instances=None if fleet is None else [], fleet=fleet,
+            )  # fmt: skip
             await self.scheduler.start()
             self._started.append(self.scheduler)
+            if fleet is not None:
+                self.fleet = fleet
+                await fleet.join(load=self._load)
         except BaseException:
             await self.stop()
             raise
+
+    def _load(self) -> tuple[int, int]:
+        """(queued, running) tasks of the scheduler, for the fleet's scale decision."""
+        core = self.sched.core
+        return core.depth, sum(r.running for r in core.regions.values())
 
     async def stop(self) -> None:
         """Release everything started, newest first; keep going past errors."""

@@ -18,6 +18,7 @@ from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.environment.config import EnvironmentConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
 from megaflow.scheduler.config import SchedulerConfig
+from megaflow.scheduler.fleet_config import FleetConfig, LocalFleetConfig
 from megaflow.storage.config import StorageConfig
 from megaflow.train.loop_config import TrainingConfig
 
@@ -113,6 +114,10 @@ class RunConfig(_Cfg):
     model: ModelConfig = Field(default_factory=ReplayModelConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    fleet: FleetConfig = Field(
+        default_factory=LocalFleetConfig,
+        description="Where tasks run: this machine, or the node agents of a Ray cluster.",
+    )
     storage: StorageConfig = Field(default_factory=StorageConfig)
     control: ControlConfig | None = Field(None, description="An optional negative control.")
     expect: ExpectConfig = Field(default_factory=ExpectConfig)
