@@ -18,6 +18,7 @@ from megaflow.cli import (
     tasks_cmd,
     top_cmd,
     train_cmd,
+    train_plan_cmd,
 )
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
@@ -34,6 +35,7 @@ app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("run")(run_cmd.run)
 app.command("train")(train_cmd.train)
+app.command("plan")(train_plan_cmd.plan_cmd)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)

@@ -1,0 +1,120 @@
+"""``megaflow plan CONFIG``: how to spread a model's training over the hardware.
+
+CONFIG is a plan file (model shape or directory, batch, hardware; see
+``docs/train-scale.md``), at its top level or under a ``plan:`` key. Prints
+every strategy's predicted memory per device and communication per step,
+the choice and why; ``--json`` prints the same as JSON and ``--deepspeed
+FILE`` also writes the equivalent DeepSpeed config. A bad file exits 2 with
+the field and the reason. Needs neither torch nor a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+from rich.table import Table
+
+from megaflow.cli.common import console, fail
+from megaflow.config.loader import errors_from_validation
+from megaflow.core.errors import ConfigError
+from megaflow.train.plan_config import GB, PlanConfig
+from megaflow.train.planner import Plan, plan
+
+
+def _load(path: Path) -> PlanConfig:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        fail(f"cannot read plan file {path}: {exc.strerror}")
+    except yaml.YAMLError as exc:
+        fail(f"{path}: malformed YAML: {exc}")
+    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        data = data["plan"]
+    if not isinstance(data, dict):
+        fail(f"{path}: expected a mapping with model and hardware (or a plan: section)")
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("path"), str):  # relative to the file
+        data = {**data, "model": {**model, "path": str(path.parent / model["path"])}}
+    try:
+        return PlanConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{field}: {why}" for field, why in errors_from_validation(exc, data))
+        fail(f"{path}: invalid plan: {problems}")
+
+
+def _gb(x: float) -> str:
+    return f"{x / GB:.1f} GB"
+
+
+def _show(path: Path, cfg: PlanConfig, result: Plan) -> None:
+    hw = cfg.hardware
+    console.print(
+        f"[bold]{path}[/]: {result.params / 1e9:.2f}B parameters on {hw.nodes} x "
+        f"{hw.devices_per_node} devices of {hw.device_memory_gb:g} GB, {cfg.precision}, "
+        f"micro-batch {cfg.batch.micro_batch} x {cfg.batch.seq_len} tokens"
+    )
+    table = Table()
+    for col in ("strategy", "memory / device", "fits", "sent / device / step", "comm time", "note"):
+        table.add_column(col)
+    for e in result.estimates:
+        mark = "[bold green]<- chosen[/]" if result.choice is e else ""
+        table.add_row(
+            e.strategy,
+            _gb(e.device_bytes),
+            "yes" if e.fits else "no",
+            _gb(e.comm_bytes),
+            f"{e.comm_s:.2f} s",
+            " ".join(x for x in (e.note, mark) if x),
+        )
+    console.print(table)
+    for reason in result.reasons:
+        console.print(f"  {reason}", highlight=False)
+    if result.choice is not None:
+        parts = ", ".join(f"{k} {_gb(v)}" for k, v in result.choice.parts.items())
+        console.print(f"[bold]plan: {result.choice.strategy}[/] ({parts})", highlight=False)
+
+
+def plan_cmd(
+    config: Path = typer.Argument(..., help="A plan file (YAML): model, batch, hardware."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    deepspeed: Path | None = typer.Option(
+        None, "--deepspeed", help="Also write the equivalent DeepSpeed config (JSON) here."
+    ),
+    lr: float = typer.Option(1e-6, "--lr", help="Learning rate in the DeepSpeed config."),
+    warmup_steps: int = typer.Option(
+        100, "--warmup-steps", min=1, help="OneBitAdam freeze_step in the DeepSpeed config."
+    ),
+) -> None:
+    """Choose DDP, ZeRO-2/3, hybrid sharding, pipeline stages or CPU offload for CONFIG."""
+    cfg = _load(config)
+    result = plan(cfg)
+    if as_json:
+        out: dict[str, Any] = {
+            "params": result.params,
+            "choice": result.choice.strategy if result.choice else None,
+            "estimates": [asdict(e) for e in result.estimates],
+            "reasons": result.reasons,
+        }
+        console.print_json(json.dumps(out))
+    else:
+        _show(config, cfg, result)
+    if deepspeed is not None:
+        from megaflow.train.deepspeed_config import deepspeed_config
+
+        if result.choice is None:
+            fail("no plan fits, so there is no DeepSpeed config to write")
+        try:
+            ds = deepspeed_config(cfg, result.choice, lr=lr, warmup_steps=warmup_steps)
+        except ConfigError as exc:
+            fail(str(exc))
+        deepspeed.write_text(json.dumps(ds, indent=2) + "\n")
+        if not as_json:
+            console.print(f"DeepSpeed config written to {deepspeed}")
+    if result.choice is None:
+        raise typer.Exit(1)
