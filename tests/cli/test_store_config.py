@@ -31,7 +31,10 @@ runner = CliRunner()
 def run_config(storage: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": "stored",
-        "tasks": {"type": "inline", "tasks": [{"id": "a"}, {"id": "b"}]},
+        "tasks": {
+            "type": "inline",
+            "tasks": [{"id": t, "payload": {"prompt": f"task {t}"}} for t in ("a", "b")],
+        },
         "agent": {"type": "builtin", "max_steps": 2},
         "model": {"type": "replay", "play": "empty"},
         "environment": {"runtime": {"type": "dummy"}},

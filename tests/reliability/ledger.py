@@ -67,7 +67,11 @@ def check_ledger(led: Ledger, submitted: int) -> None:
         assert rec.attempts == len(numbers), (tid, rec.attempts, numbers)
         res = led.results[tid]
         if rec.state is TaskState.SUCCEEDED:
-            assert res.error_kind is None, (tid, res)
+            # graded; an agent's own failure is a sample with reward 0 and its error
+            assert res.error_kind in (None, ErrorKind.AGENT), (tid, res)
+            if res.error_kind is ErrorKind.AGENT:
+                assert (res.success, res.reward) == (False, 0.0), (tid, res)
+                assert res.error, f"task {tid}: an agent failure without its error"
         else:
             assert res.error, f"task {tid} ended {rec.state} without an error message"
 

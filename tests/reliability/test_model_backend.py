@@ -5,9 +5,11 @@ A real HTTP server on loopback speaks the OpenAI API badly; the run's
 local sandboxes. The rules checked (docs/agent.md, docs/scheduler.md):
 
 - an error answer (500) or an unusable one (not JSON, no ``choices``) is a
-  ``ModelError``: the task FAILS, with kind ``agent``, and is not retried;
+  ``ModelError``: the agent's own failure, a graded sample (SUCCEEDED) with
+  reward 0 and kind ``agent``, not retried;
 - answers without a tool call are format errors; ``max_format_errors`` of them
-  in a row are an ``AgentError``: FAILED, kind ``agent``, not retried;
+  in a row are an ``AgentError``: the same, SUCCEEDED with reward 0, kind
+  ``agent``, not retried;
 - no answer within ``timeout_s`` is a ``MegaFlowTimeout``: TIMED_OUT, not retried;
 - an unreachable backend (502, a dropped connection) is a ``TransportError``:
   the gateway retries it ``retries`` times, then the scheduler retries the
@@ -34,14 +36,17 @@ ROUTER_TRIES = 3  # retries: 2 (the default) after the first try
 
 CASES = {
     # name: (behaviour, state, kind of the last attempt, attempts, requests, message)
-    "500": (lambda n, b: "500", TaskState.FAILED, ErrorKind.AGENT, 1, 1, "answered 500"),
+    "500": (lambda n, b: "500", TaskState.SUCCEEDED, ErrorKind.AGENT, 1, 1, "answered 500"),
     "garbage": (
-        lambda n, b: "garbage", TaskState.FAILED, ErrorKind.AGENT, 1, 1, "no usable chat completion"
+        lambda n, b: "garbage", TaskState.SUCCEEDED, ErrorKind.AGENT, 1, 1,
+        "no usable chat completion",
     ),
     "wrong-shape": (
-        lambda n, b: "wrong-shape", TaskState.FAILED, ErrorKind.AGENT, 1, 1, "no usable"
+        lambda n, b: "wrong-shape", TaskState.SUCCEEDED, ErrorKind.AGENT, 1, 1, "no usable"
     ),
-    "prose": (lambda n, b: "prose", TaskState.FAILED, ErrorKind.AGENT, 1, 2, "malformed answers"),
+    "prose": (
+        lambda n, b: "prose", TaskState.SUCCEEDED, ErrorKind.AGENT, 1, 2, "malformed answers"
+    ),
     "hang": (lambda n, b: "hang", TaskState.TIMED_OUT, ErrorKind.TIMEOUT, 1, 1, "no answer"),
     "502-always": (
         lambda n, b: "502", TaskState.FAILED, ErrorKind.INFRA, 2, 2 * ROUTER_TRIES, "502"
@@ -78,12 +83,14 @@ async def test_bad_model_backend(case: str, tmp_path: Path) -> None:
     check_ledger(led, 1)
     attempts = led.attempts[tid]
     assert len(attempts) == n_attempts, attempts
-    assert attempts[-1].error_kind is kind
+    # a graded sample's attempt ended without error; its result keeps the agent's
+    assert attempts[-1].error_kind is (None if state is TaskState.SUCCEEDED else kind)
     assert all(a.error_kind is ErrorKind.INFRA for a in attempts[:-1])
     result = led.results[tid]
     assert result.error_kind is kind
     if kind is not None:
         assert message in (result.error or ""), result.error
+        assert not result.success
         # the failed attempt's trajectory is kept, with its error
         assert traj["meta"]["error_kind"] == kind.value
         assert message in traj["meta"]["error"]
