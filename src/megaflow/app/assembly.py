@@ -22,7 +22,7 @@ from megaflow.agent.factory import make_agent
 from megaflow.agent.routing import TaskRouter, TypeSource, identify_task_type
 from megaflow.config.models import InlineTasksConfig, RunConfig, SwebenchTasksConfig
 from megaflow.core.errors import ConfigError
-from megaflow.core.tasks import RunSpec, TaskSpec, TaskType, Timeouts, group_id, sample_id
+from megaflow.core.tasks import RunSpec, TaskSpec, TaskType, Timeouts, sample_id
 from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
@@ -53,11 +53,6 @@ class Task:
 
     spec: TaskSpec
     instance: SWEInstance | None
-
-    @property
-    def group(self) -> str:
-        """What the samples of one task share (:func:`~megaflow.core.tasks.group_id`)."""
-        return group_id(self.spec)
 
 
 def parse_task(spec: TaskSpec) -> Task:

@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
-from megaflow.app.assembly import parse_task
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, TaskRecord, TaskResult
+from megaflow.core.tasks import Attempt, TaskRecord, TaskResult, group_id
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -76,7 +75,7 @@ def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -
     else:  # no stage times (the attempt raised): the attempts' wall time
         duration = sum((a.ended_at or a.started_at) - a.started_at for a in attempts)
     return SampleOutcome(
-        task_id=parse_task(rec.spec).group,
+        task_id=group_id(rec.spec),
         success=bool(res and res.success),
         reward=res.reward if res else 0.0,
         steps=int(m.get("steps", 0)),
