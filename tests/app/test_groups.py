@@ -63,3 +63,13 @@ async def test_rounds_on_one_job_yield_only_their_groups(tmp_path: Path) -> None
     assert len(first) == 3
     assert [g.group_id for g in second] == [f"{job.run_id}/step1.q"]
     assert len(second[0].samples) == 2
+
+
+async def test_a_synth_run_says_its_samples_keep_no_token_data(tmp_path: Path) -> None:
+    async with Job(train_config(tmp_path, task_type="synth", samples=1)) as job:
+        await job.submit()
+        groups = [g async for g in finished_groups(job, job.run_id)]
+    assert len(groups) == 3
+    assert all(
+        "a synth sample keeps no token data" in p for g in groups for p in g.problems.values()
+    )

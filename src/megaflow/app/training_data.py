@@ -110,7 +110,8 @@ async def stored_sample(
     try:
         sample = sample_from_trajectory(traj, res.reward, group_id=gid, task_type=kind)
     except TokenDrift as exc:
-        return made(res.reward, None, str(exc))
+        why = str(exc) if kind == "train" else f"{exc} (a {kind} sample keeps no token data)"
+        return made(res.reward, None, why)
     return made(res.reward, sample, None)
 
 
