@@ -21,11 +21,19 @@ image (busybox is enough).
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from docker.errors import DockerException
+from docker.errors import NotFound as DockerNotFound
 from docker.utils.socket import frames_iter
+
+if TYPE_CHECKING:
+    from megaflow.environment.container.engine import Engine
 
 STATE_DIR = "/.megaflow"  # kept across a container restart
 RUN_DIR = "/dev/shm"  # fresh at every container start
@@ -130,3 +138,122 @@ def abort(sock: Any) -> None:
         sock.close()
     except OSError:
         pass
+
+
+# -- blocking engine calls, run on the runtime's threads ----------------------
+def start_exec(
+    api: Any, container_id: str, argv: list[str], env: dict[str, str], workdir: str
+) -> tuple[str, Any]:
+    """Create and start an exec; its id and its (never timing out) output stream."""
+    eid: str = api.exec_create(container_id, argv, environment=env, workdir=workdir, stdin=False)[
+        "Id"
+    ]
+    sock = api.exec_start(eid, socket=True)
+    no_timeout(sock)
+    return eid, sock
+
+
+def exit_code(api: Any, eid: str, wait_s: float = 2.0) -> int | None:
+    """The exit code once the engine has it (it can lag the end of the stream)."""
+    deadline, pause = time.monotonic() + wait_s, 0.002
+    while True:
+        state = api.exec_inspect(eid)
+        if not state.get("Running"):
+            code = state.get("ExitCode")
+            return int(code) if code is not None else None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def run_quiet(api: Any, container_id: str, argv: list[str]) -> int | None:
+    """Run a short command, dropping its output; its exit code."""
+    eid, sock = start_exec(api, container_id, argv, {}, "/")
+    try:
+        drain(sock, Output(4096))
+    finally:
+        abort(sock)
+    return exit_code(api, eid)
+
+
+# -- one command, and how a timeout kills all of it -------------------------
+KILL_GRACE_S = 5.0  # after the kill exec, how long the stream may take to end
+EXIT_WAIT_S = 60.0  # longest wait for an exit code after the stream, without a timeout
+
+
+async def kill_container(engine: Engine, api: Any, container_id: str) -> None:
+    try:
+        await engine.run(api.kill, container_id, "KILL")
+    except DockerException:
+        pass
+
+
+async def kill_exec(engine: Engine, api: Any, container_id: str, tag: str) -> None:
+    """SIGKILL every process of one exec (tagged ``tag``; every process but the
+    keeper and PID 1 for ``""``), and their process groups.
+
+    The kill exec's short stream is read on a control thread, not a stream
+    thread, so it runs even when every stream thread waits on a command
+    that hangs. When the kill exec itself cannot run (a fork bomb holds
+    every pid of the limit), the whole container is killed; ``reset``
+    starts it again.
+    """
+    try:
+        argv = ["/bin/sh", "-c", KILL_SCRIPT, tag]
+        if await engine.run(run_quiet, api, container_id, argv) == 0:
+            return
+    except DockerNotFound:
+        return  # the container is gone, and its processes with it
+    except DockerException:
+        pass
+    await kill_container(engine, api, container_id)
+
+
+async def run_command(
+    engine: Engine,
+    api: Any,
+    container_id: str,
+    argv: list[str],
+    env: dict[str, str],
+    workdir: str,
+    timeout: float | None,
+    output: Output,
+) -> tuple[int | None, bool]:
+    """Run ``argv`` as an exec, its output into ``output``: (exit code, timed out).
+
+    The exit code is None when the engine never reported one. Raises what the
+    engine raises (``docker.errors.NotFound``, ``APIError``)."""
+    tag = uuid.uuid4().hex
+    started = time.monotonic()
+    timed_out = False
+    environment = {**env, EXEC_TAG: tag}
+    eid, sock = await engine.run(start_exec, api, container_id, argv, environment, workdir)
+    reader = asyncio.ensure_future(engine.run_stream(drain, sock, output))
+    try:
+        await asyncio.wait_for(asyncio.shield(reader), timeout)
+    except TimeoutError:
+        timed_out = True
+        await kill_exec(engine, api, container_id, tag)
+        try:
+            await asyncio.wait_for(asyncio.shield(reader), KILL_GRACE_S)
+        except TimeoutError:
+            await kill_container(engine, api, container_id)
+            abort(sock)
+    except asyncio.CancelledError:
+        await asyncio.shield(kill_exec(engine, api, container_id, tag))
+        abort(sock)
+        raise
+    finally:
+        if not reader.done():
+            abort(sock)
+        await asyncio.gather(reader, return_exceptions=True)
+        abort(sock)
+    # The stream can end before the command does (an attach cut short under
+    # load); wait for the engine to see the end, within the timeout.
+    left = EXIT_WAIT_S if timeout is None else max(timeout - (time.monotonic() - started), 0)
+    code = await engine.run(exit_code, api, eid, max(left, 2.0))
+    if code is None and not timed_out:  # still running past its time
+        timed_out = True
+        await kill_exec(engine, api, container_id, tag)
+    return code, timed_out

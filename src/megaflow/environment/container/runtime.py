@@ -7,77 +7,41 @@ run as execs (see :mod:`megaflow.environment.container.exec` for output caps and
 timeouts). Every container carries labels with its sandbox id, owner,
 deadline and the host, pid and instance of the runtime that made it, so
 ``list`` and ``reap_orphans`` work from the engine's state alone, also after a
-crash. Images are resolved once per runtime (a name present in the engine, a
-pulled name, or a root-filesystem tarball or directory imported under a
-content-addressed tag); the time that took is kept in ``image_load_seconds``,
-apart from the sandboxes' start times.
+crash (:mod:`megaflow.environment.container.labels`). The engine's client
+and threads are an :class:`~megaflow.environment.container.engine.Engine`,
+which also resolves images once per runtime (a name present in the engine,
+a pulled name, or a root-filesystem tarball or directory imported under a
+content-addressed tag); the time that took is kept in
+``image_load_seconds``, apart from the sandboxes' start times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
-import os
 import socket
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import docker
-from docker.errors import APIError, DockerException
+from docker.errors import APIError
 from docker.errors import NotFound as DockerNotFound
 
 from megaflow.core.errors import SandboxStartError, TransportError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, Sandbox, SandboxInfo
 from megaflow.environment.config import ContainerRuntimeConfig
-from megaflow.environment.container.exec import KEEPER_SCRIPT
-from megaflow.environment.container.images import ImageResolver
-from megaflow.environment.container.sandbox import ContainerSandbox, from_labels
+from megaflow.environment.container.engine import Engine, P, T, engine_urls
+from megaflow.environment.container.labels import (
+    container_args,
+    from_labels,
+    is_orphan,
+    populates,
+)
+from megaflow.environment.container.sandbox import ContainerSandbox
 from megaflow.environment.container.tar import files_tar, repo_tar
 from megaflow.monitoring.environment import EnvironmentMetrics
-
-DEFAULT_SOCKETS = ("/var/run/docker.sock", "/run/podman/podman.sock")
-START_HINT = (
-    "start a Docker-compatible engine, e.g. `podman system service --time 0 "
-    "unix:///run/podman/podman.sock` or the Docker daemon, and point the runtime "
-    "at it (base_url in the config, or DOCKER_HOST)"
-)
-
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def engine_urls(base_url: str | None) -> list[str]:
-    """Where to look for the engine: the config, DOCKER_HOST, then the usual sockets."""
-    if base_url:
-        return [base_url]
-    if os.environ.get("DOCKER_HOST"):
-        return [os.environ["DOCKER_HOST"]]
-    urls = [f"unix://{p}" for p in DEFAULT_SOCKETS]
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        urls.append(f"unix://{os.environ['XDG_RUNTIME_DIR']}/podman/podman.sock")
-    return urls
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True  # no pid recorded: leave it to the deadline
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _populates(spec: EnvironmentSpec) -> bool:
-    """Whether creating the sandbox changes its workspace after the start."""
-    return bool(spec.repo or spec.files or spec.setup)
 
 
 class ContainerRuntime(Runtime):
@@ -94,70 +58,33 @@ class ContainerRuntime(Runtime):
         self.metrics = metrics
         self.instance = uuid.uuid4().hex[:12]
         self.host = socket.gethostname()
-        self._client: docker.DockerClient | None = None
-        self._url: str | None = None
-        self._images: ImageResolver | None = None
+        self.engine = Engine(self.config, self._image_loaded)
         self._mine: dict[str, ContainerSandbox] = {}
-        self._ctl: ThreadPoolExecutor | None = None
-        self._facts: dict[str, Any] | None = None  # the engine's CPUs and memory
-        self._streams: ThreadPoolExecutor | None = None
 
     # -- engine -----------------------------------------------------------------
 
     @property
     def url(self) -> str | None:
         """The engine URL in use, once connected."""
-        return self._url
+        return self.engine.url
 
     @property
     def image_load_seconds(self) -> dict[str, float]:
         """Per image given in a spec: seconds its first use spent loading or pulling it."""
-        return dict(self._images.load_seconds) if self._images else {}
+        images = self.engine.images
+        return dict(images.load_seconds) if images else {}
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a short blocking engine call on this runtime's control threads."""
-        if self._ctl is None:
-            self._ctl = ThreadPoolExecutor(16, thread_name_prefix="megaflow-engine")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._ctl, functools.partial(fn, *args, **kwargs))
+        """A short blocking engine call, off the event loop (:meth:`Engine.run`)."""
+        return await self.engine.run(fn, *args, **kwargs)
 
     async def run_stream(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a blocking output stream read on this runtime's stream threads.
-
-        Every running exec holds one while it streams, so streams get their own
-        pool, sized like the connection pool: a timeout's kill and other short
-        calls never wait behind long commands.
-        """
-        if self._streams is None:
-            self._streams = ThreadPoolExecutor(
-                self.config.max_connections, thread_name_prefix="megaflow-exec"
-            )
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._streams, functools.partial(fn, *args, **kwargs))
+        """A blocking exec stream read, off the event loop (:meth:`Engine.run_stream`)."""
+        return await self.engine.run_stream(fn, *args, **kwargs)
 
     def client(self) -> docker.DockerClient:
         """The engine client; connects on first use. Raises ``TransportError``."""
-        if self._client is not None:
-            return self._client
-        errors = []
-        for url in engine_urls(self.config.base_url):
-            try:
-                c = docker.DockerClient(
-                    base_url=url,
-                    version="auto",
-                    timeout=int(self.config.api_timeout_s),
-                    max_pool_size=self.config.max_connections,
-                )
-            except DockerException as e:
-                errors.append(f"{url}: {e}")
-                continue
-            self._client, self._url = c, url
-            self._images = ImageResolver(c, self.config.pull, self._image_loaded)
-            return c
-        raise TransportError(
-            f"no container engine answered at {', '.join(engine_urls(self.config.base_url))}; "
-            f"{START_HINT}. Errors: {'; '.join(errors)}"
-        )
+        return self.engine.client()
 
     def _image_loaded(self, seconds: float) -> None:
         if self.metrics:
@@ -172,13 +99,7 @@ class ContainerRuntime(Runtime):
         """Destroy the sandboxes this runtime made, then close the client."""
         await asyncio.gather(*(sb.destroy() for sb in list(self._mine.values())))
         self._mine.clear()
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        for pool in (self._ctl, self._streams):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-        self._ctl = self._streams = None
+        self.engine.close()
 
     # -- sandboxes -------------------------------------------------------------
 
@@ -188,7 +109,8 @@ class ContainerRuntime(Runtime):
         except TransportError as e:
             self._failed("start")
             raise SandboxStartError(str(e)) from e
-        assert self._images is not None
+        images = self.engine.images
+        assert images is not None
         image = spec.image
         try:
             if image == "host":
@@ -198,7 +120,7 @@ class ContainerRuntime(Runtime):
                         "name or a root-filesystem tarball, or set host_image in the runtime config"
                     )
                 image = self.config.host_image
-            ref = await self._images.resolve(image)
+            ref = await images.resolve(image)
         except SandboxStartError:
             self._failed("start")
             raise
@@ -217,8 +139,10 @@ class ContainerRuntime(Runtime):
         if self.metrics:
             self.metrics.moved(self.name, None, "starting")
         try:
-            kwargs = self._container_args(spec, info, ref)
-            await self.run(self._check_limits, client, spec)
+            kwargs = container_args(
+                self.config, spec, info, ref, host=self.host, instance=self.instance
+            )
+            await self.run(self._check_limits, spec)
             container = await self.run(client.containers.create, **kwargs)
             sandbox = ContainerSandbox(self, client, container.id, info, spec)
             await self.run(container.start)
@@ -232,7 +156,7 @@ class ContainerRuntime(Runtime):
             if isinstance(e, SandboxStartError) or not isinstance(e, Exception):
                 raise
             raise SandboxStartError(
-                f"sandbox from image {spec.image!r} failed to start on {self._url}: {e}"
+                f"sandbox from image {spec.image!r} failed to start on {self.url}: {e}"
             ) from e
         sandbox.start_seconds = time.monotonic() - started
         sandbox.set_state("ready")
@@ -241,50 +165,12 @@ class ContainerRuntime(Runtime):
         self._mine[info.id] = sandbox
         return sandbox
 
-    def _container_args(self, spec: EnvironmentSpec, info: SandboxInfo, ref: str) -> dict[str, Any]:
-        res = spec.resources
-        labels = {
-            "megaflow.namespace": self.config.namespace,
-            "megaflow.sandbox": info.id,
-            "megaflow.owner": info.owner or "",
-            "megaflow.created": repr(info.created_at),
-            "megaflow.deadline": repr(info.deadline),
-            "megaflow.image": spec.image,
-            "megaflow.host": self.host,
-            "megaflow.pid": str(os.getpid()),
-            "megaflow.instance": self.instance,
-        }
-        mem = f"{res.memory_mb}m"
-        args: dict[str, Any] = {
-            "image": ref,
-            "command": ["/bin/sh", "-c", KEEPER_SCRIPT, spec.workdir]
-            + ([] if _populates(spec) else ["snapshot"]),
-            "name": info.id,
-            "hostname": "sandbox",
-            "labels": labels,
-            "environment": dict(spec.env),
-            "working_dir": spec.workdir,
-            "network_mode": "host" if spec.network == "host" else "none",
-            "nano_cpus": int(res.cpus * 1e9),
-            "mem_limit": mem,
-            "memswap_limit": mem,
-            "pids_limit": res.pids,
-            "init": self.config.init,
-            "detach": True,
-        }
-        if res.disk_mb is not None:  # a sized tmpfs: portable, unlike storage quotas
-            args["tmpfs"] = {spec.workdir: f"size={res.disk_mb}m,mode=0755"}
-        return args
-
-    def _check_limits(self, client: docker.DockerClient, spec: EnvironmentSpec) -> None:
-        if self._facts is None:
-            self._facts = client.info()
-        facts = self._facts
-        ncpu, mem_total = int(facts.get("NCPU") or 0), int(facts.get("MemTotal") or 0)
+    def _check_limits(self, spec: EnvironmentSpec) -> None:
+        ncpu, mem_total = self.engine.facts()
         res = spec.resources
         if ncpu and res.cpus > ncpu:
             raise SandboxStartError(
-                f"resources.cpus={res.cpus} exceeds the {ncpu} CPUs of the engine at {self._url}; "
+                f"resources.cpus={res.cpus} exceeds the {ncpu} CPUs of the engine at {self.url}; "
                 f"ask for at most {ncpu}"
             )
         if mem_total and res.memory_mb * 1024 * 1024 > mem_total:
@@ -306,7 +192,7 @@ class ContainerRuntime(Runtime):
                 why = "timed out" if r.timed_out else f"exited {r.exit_code}"
                 tail = (r.stderr or r.stdout)[-2000:]
                 raise SandboxStartError(f"setup command {command!r} {why}: {tail}")
-        if _populates(spec):
+        if populates(spec):
             await sandbox.snapshot()
 
     async def list(self) -> list[SandboxInfo]:
@@ -347,10 +233,11 @@ class ContainerRuntime(Runtime):
         """
         now, reaped = time.time(), 0
         for c in await self.run(self._containers):
-            labels = c.get("Labels") or {}
-            if self._is_orphan(c, labels, now):
+            orphan = is_orphan(c, now, start_timeout_s=self.config.start_timeout_s,
+                               host=self.host, instance=self.instance)  # fmt: skip
+            if orphan:
                 await self.run(self.remove_container, c["Id"])
-                self._mine.pop(labels.get("megaflow.sandbox", ""), None)
+                self._mine.pop((c.get("Labels") or {}).get("megaflow.sandbox", ""), None)
                 reaped += 1
         if reaped and self.metrics:
             self.metrics.failures.labels(self.name, "reaped").inc(reaped)
@@ -359,18 +246,6 @@ class ContainerRuntime(Runtime):
     def _failed(self, kind: str) -> None:
         if self.metrics:
             self.metrics.failed(self.name, kind)
-
-    def _is_orphan(self, c: dict[str, Any], labels: dict[str, str], now: float) -> bool:
-        if float(labels.get("megaflow.deadline") or "inf") <= now:
-            return True
-        age = now - float(labels.get("megaflow.created") or now)
-        if c.get("State") != "running" and age > self.config.start_timeout_s + 30:
-            return True  # its main process died, or it never started
-        if labels.get("megaflow.instance") == self.instance:
-            return False
-        if labels.get("megaflow.host") != self.host:
-            return False  # another machine's process: only its deadline tells
-        return not _pid_alive(int(labels.get("megaflow.pid") or 0))
 
 
 __all__ = ["ContainerRuntime", "ContainerSandbox", "engine_urls"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import docker
 from docker.errors import APIError, DockerException
@@ -22,38 +21,19 @@ from megaflow.environment.abstract import (
     shell_argv,
 )
 from megaflow.environment.container.exec import (
-    EXEC_TAG,
     KILL_SCRIPT,
     RESET_SCRIPT,
     SNAPSHOT_SCRIPT,
     Output,
-    abort,
-    drain,
-    no_timeout,
+    run_command,
+    run_quiet,
 )
 from megaflow.environment.container.tar import first_file, plain_tar, single_file_tar
 
 if TYPE_CHECKING:
     from megaflow.environment.container.runtime import ContainerRuntime
 
-KILL_GRACE_S = 5.0  # after the kill exec, how long the stream may take to end
 SCRIPT_TIMEOUT_S = 120.0
-EXIT_WAIT_S = 60.0  # longest wait for an exit code after the stream, without a timeout
-
-
-def from_labels(c: dict[str, Any]) -> SandboxInfo:
-    """A sandbox's record, rebuilt from its container's labels and state."""
-    labels = c.get("Labels") or {}
-    state = c.get("State")
-    return SandboxInfo(
-        id=labels.get("megaflow.sandbox") or c["Id"][:12],
-        runtime="container",
-        state="ready" if state == "running" else "starting" if state == "created" else "stopped",
-        owner=labels.get("megaflow.owner") or None,
-        created_at=float(labels.get("megaflow.created") or 0),
-        deadline=float(labels.get("megaflow.deadline") or 0),
-        image=labels.get("megaflow.image") or c.get("Image", ""),
-    )
 
 
 class ContainerSandbox(Sandbox):
@@ -104,45 +84,16 @@ class ContainerSandbox(Sandbox):
     ) -> ExecResult:
         self._alive()
         argv = shell_argv(command)
-        tag = uuid.uuid4().hex
-        environment = {**(env or {}), EXEC_TAG: tag}
         workdir = self._path(cwd) if cwd else self.spec.workdir
         output = Output(output_cap)
         started = time.monotonic()
-        timed_out = False
         self._busy += 1
         self.set_state("busy")
         try:
-            eid, sock = await self._runtime.run(self._start_exec, argv, environment, workdir)
-            reader = asyncio.ensure_future(self._runtime.run_stream(drain, sock, output))
-            try:
-                await asyncio.wait_for(asyncio.shield(reader), timeout)
-            except TimeoutError:
-                timed_out = True
-                await self._kill(tag)
-                try:
-                    await asyncio.wait_for(asyncio.shield(reader), KILL_GRACE_S)
-                except TimeoutError:
-                    await self._kill_container()
-                    abort(sock)
-            except asyncio.CancelledError:
-                await asyncio.shield(self._kill(tag))
-                abort(sock)
-                raise
-            finally:
-                if not reader.done():
-                    abort(sock)
-                await asyncio.gather(reader, return_exceptions=True)
-                abort(sock)
-            # The stream can end before the command does (an attach cut short
-            # under load); wait for the engine to see the end, within the timeout.
-            left = (
-                EXIT_WAIT_S if timeout is None else max(timeout - (time.monotonic() - started), 0)
-            )
-            code = await self._runtime.run(self._exit_code, eid, max(left, 2.0))
-            if code is None and not timed_out:  # still running past its time
-                timed_out = True
-                await self._kill(tag)
+            code, timed_out = await run_command(
+                self._runtime.engine, self._api, self.container_id, argv, env or {}, workdir,
+                timeout, output,
+            )  # fmt: skip
         except (DockerNotFound, APIError) as e:
             raise SandboxError(
                 f"sandbox {self.id}: exec {argv[:3]!r} failed: {e} (if its container "
@@ -168,61 +119,8 @@ class ContainerSandbox(Sandbox):
             duration_s=time.monotonic() - started,
         )
 
-    def _start_exec(self, argv: list[str], env: dict[str, str], workdir: str) -> tuple[str, Any]:
-        eid: str = self._api.exec_create(
-            self.container_id, argv, environment=env, workdir=workdir, stdin=False
-        )["Id"]
-        sock = self._api.exec_start(eid, socket=True)
-        no_timeout(sock)
-        return eid, sock
-
-    def _exit_code(self, eid: str, wait_s: float = 2.0) -> int | None:
-        """The exit code once the engine has it (it can lag the end of the stream)."""
-        deadline, pause = time.monotonic() + wait_s, 0.002
-        while True:
-            state = self._api.exec_inspect(eid)
-            if not state.get("Running"):
-                code = state.get("ExitCode")
-                return int(code) if code is not None else None
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-
     async def _script(self, script: str, arg: str) -> ExecResult:
         return await self.exec(["/bin/sh", "-c", script, arg], timeout=SCRIPT_TIMEOUT_S)
-
-    async def _kill(self, tag: str) -> None:
-        """SIGKILL every process of one exec, and their process groups.
-
-        The kill exec's short stream is read on a control thread, not a stream
-        thread, so it runs even when every stream thread waits on a command
-        that hangs. When the kill exec itself cannot run (a fork bomb holds
-        every pid of the limit), the whole container is killed; ``reset``
-        starts it again.
-        """
-        try:
-            if await self._runtime.run(self._run_quiet, ["/bin/sh", "-c", KILL_SCRIPT, tag]) == 0:
-                return
-        except DockerNotFound:
-            return  # the container is gone, and its processes with it
-        except DockerException:
-            pass
-        await self._kill_container()
-
-    async def _kill_container(self) -> None:
-        try:
-            await self._runtime.run(self._api.kill, self.container_id, "KILL")
-        except DockerException:
-            pass
-
-    def _run_quiet(self, argv: list[str]) -> int | None:
-        eid, sock = self._start_exec(argv, {}, "/")
-        try:
-            drain(sock, Output(4096))
-        finally:
-            abort(sock)
-        return self._exit_code(eid)
 
     # -- files ----------------------------------------------------------------
 
@@ -305,7 +203,8 @@ class ContainerSandbox(Sandbox):
         and PID 1. When it cannot run (every pid taken), the container restarts."""
         self._alive()
         try:
-            if await self._runtime.run(self._run_quiet, ["/bin/sh", "-c", KILL_SCRIPT, ""]) == 0:
+            argv = ["/bin/sh", "-c", KILL_SCRIPT, ""]
+            if await self._runtime.run(run_quiet, self._api, self.container_id, argv) == 0:
                 return
         except DockerException:
             pass
