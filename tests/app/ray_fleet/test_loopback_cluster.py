@@ -71,7 +71,7 @@ async def test_a_run_survives_a_killed_node(cluster: RayCluster, tmp_path: Path)
     async with Job(parse_config(ray_job(tmp_path, cluster.address))) as job:
         fleet = job.fleet
         assert fleet is not None
-        nodes = ray.nodes()
+        nodes = ray.nodes()  # type: ignore[no-untyped-call]
         a, b = node_of(nodes, "node_a"), node_of(nodes, "node_b")
         assert set(fleet.agents) == {a, b}, "one node agent per worker, none on the head"
         await job.submit()

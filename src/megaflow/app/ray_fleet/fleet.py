@@ -249,15 +249,20 @@ class RayFleet(FleetProvider):
             try:
                 await asyncio.gather(*(self._ping(a) for a in list(self.agents.values())))
                 await self.sync()
-                if self.cfg.autoscale and self._load is not None:
-                    depth, running = self._load()
-                    await self._request(nodes_wanted(self.cfg, depth, running))
+                if self.cfg.autoscale:
+                    await self.rescale()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the GCS briefly unreachable: try again next pass
                 log.exception("ray fleet: watch pass failed")
 
     # -- scaling (FleetProvider) ---------------------------------------------------------
+    async def rescale(self) -> None:
+        """Ask Ray's autoscaler for the nodes the scheduler's load needs now."""
+        if self._load is not None:
+            depth, running = self._load()
+            await self._request(nodes_wanted(self.cfg, depth, running))
+
     async def _request(self, nodes: int) -> None:
         nodes = max(self.cfg.min_nodes, min(self.cfg.max_nodes, nodes))
         if nodes == self.requested:
