@@ -11,7 +11,7 @@ import pytest
 from megaflow.app.ray_fleet.fleet import RayFleet, instance_of
 from megaflow.app.ray_fleet.scaling import bundles, nodes_wanted
 from megaflow.config import parse_config
-from megaflow.core.errors import ConfigError
+from megaflow.core.errors import ConfigError, TransportError
 from megaflow.environment.config import DummyRuntimeConfig
 from megaflow.scheduler.fleet_config import RayFleetConfig
 from megaflow.storage.memory_bus import MemoryEventBus
@@ -91,3 +91,14 @@ def test_fleet_config_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match="fleet"):
         parse_config({**base, "fleet": {"type": "yarn"}})
     assert parse_config({**base, "fleet": {"type": "ray"}}).fleet.type == "ray"
+
+
+async def test_an_address_nobody_answers_fails_at_once_naming_the_field() -> None:
+    from tests.fixtures.ray_cluster import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    fleet = RayFleet(RayFleetConfig(address=address), DummyRuntimeConfig(), MemoryEventBus())
+    with pytest.raises(
+        TransportError, match=f"fleet.address: no Ray cluster answers at '{address}'"
+    ):
+        await fleet.start()

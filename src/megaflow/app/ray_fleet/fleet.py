@@ -47,7 +47,7 @@ from typing import Any
 
 from megaflow.app.ray_fleet.node_agent import NodeAgent
 from megaflow.app.ray_fleet.scaling import bundles, nodes_wanted
-from megaflow.core.errors import ConfigError, InfraError
+from megaflow.core.errors import ConfigError, InfraError, TransportError
 from megaflow.core.events import InstanceHeartbeat, InstanceJoined, InstanceLost
 from megaflow.environment.config import LocalRuntimeConfig, RuntimeConfig
 from megaflow.scheduler.abstract import FleetProvider, InstanceSpec
@@ -115,6 +115,7 @@ class RayFleet(FleetProvider):
             raise ConfigError("fleet.type ray needs Ray: pip install -e '.[ray]'") from None
         self._ray = ray
         if not ray.is_initialized():
+            await self._reachable()
             try:
                 await asyncio.to_thread(
                     ray.init, address=self.cfg.address, namespace="megaflow",
@@ -124,6 +125,24 @@ class RayFleet(FleetProvider):
                 raise InfraError(
                     f"fleet.address: cannot connect to Ray at {self.cfg.address!r}: {exc}"
                 ) from None
+
+    async def _reachable(self, timeout: float = 5.0) -> None:
+        """A ``host:port`` address must accept a connection (``ray.init`` would wait
+        for minutes on one that does not)."""
+        address = self.cfg.address
+        host, _, port = address.rpartition(":")
+        if address == "auto" or "://" in address or not host or not port.isdigit():
+            return
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise TransportError(
+                f"fleet.address: no Ray cluster answers at {address!r} ({exc or 'timed out'}); "
+                "start one with `ray start --head` or fix the address"
+            ) from None
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
     def on_lost(self, callback: OnLost) -> None:
         """Call ``callback(instance id)`` once a node agent is lost (after InstanceLost)."""
