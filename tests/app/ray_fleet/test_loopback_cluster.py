@@ -53,7 +53,7 @@ def ray_job(tmp: Path, address: str) -> dict[str, Any]:
             "pool": {"warm_share": 0},
         },
         "scheduler": {"max_concurrency": 4, "retry": {"base_s": 0.05, "max_s": 0.2}},
-        "fleet": {"type": "ray", "address": address, "poll_s": 0.3, "lost_after_s": 1.5},
+        "fleet": {"type": "ray", "address": address, "poll_s": 0.5, "lost_after_s": 3.0},
         "storage": {
             "metadata": {"type": "sqlite", "path": str(tmp / "m.db")},
             "artifacts": {"type": "local", "root": str(tmp / "art")},
