@@ -19,7 +19,7 @@ last three is retried.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,9 @@ class Decision:
 
     task: PendingTask
     instance: Instance
-    preempt: list[str] = field(default_factory=list)
+    preempt: Sequence[str] = ()
+    """Ids of running tasks to stop first; a shared empty tuple when none (the
+    usual case), so a decision allocates no list."""
 
 
 Admit = Callable[[PendingTask, "Instance"], bool]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from megaflow.core.states import TaskState
@@ -112,7 +113,7 @@ class AttemptRunner:
         tid = spec.id
         self._placed.pop(tid, None)
         started = time.time()
-        ctx = TaskContext(spec, n, inst.id, inst.spec.region, lambda s: self._report(spec, s))
+        ctx = TaskContext(spec, n, inst.id, inst.spec.region, partial(self._report, spec))
         deadline = spec.timeouts.deadline_s
         result: TaskResult | None = None
         outcome, message = Outcome.OK, ""
