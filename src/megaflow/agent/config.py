@@ -71,4 +71,35 @@ class MiniSweAgentConfig(_Cfg):
         return MiniSweAgent(self)
 
 
-AgentConfig = Annotated[BuiltinAgentConfig | MiniSweAgentConfig, Field(discriminator="type")]
+class OpenHandsAgentConfig(_Cfg):
+    """The OpenHands software agent (openhands-sdk, in a Python 3.12 venv of its own)."""
+
+    type: Literal["openhands"] = "openhands"
+    max_iterations: int = Field(
+        30, ge=1, le=10_000, description="Most agent steps (model calls) in one episode."
+    )
+    wall_time_limit_s: float = Field(
+        1800, gt=0, description="Longest episode; the OpenHands process is killed then."
+    )
+    command_timeout_s: float = Field(120, gt=0, description="Longest single terminal command.")
+    workdir: str = Field("/workspace", description="The repository directory in the sandbox.")
+    model: str = Field("default", description="Model name sent to the gateway.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    completion_tokens: int | None = Field(
+        None, ge=1, description="max_tokens of each model call; None leaves it to the backend."
+    )
+    python: str | None = Field(
+        None,
+        description="Interpreter of the OpenHands venv; None: <megaflow venv>/openhands/bin/python "
+        "(scripts/install-openhands.sh).",
+    )
+
+    def build(self) -> Agent:
+        from megaflow.agent.openhands import OpenHandsAgent
+
+        return OpenHandsAgent(self)
+
+
+AgentConfig = Annotated[
+    BuiltinAgentConfig | MiniSweAgentConfig | OpenHandsAgentConfig, Field(discriminator="type")
+]

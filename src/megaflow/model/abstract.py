@@ -180,6 +180,14 @@ class ModelClient(Lifecycle, abc.ABC):
     async def calls(self, trajectory_id: str, *, release: bool = True) -> list[ModelCall]:
         """The recorded calls of a trajectory; ``release`` forgets them afterwards."""
 
+    async def openai_base_url(self) -> str:
+        """An OpenAI base URL (``.../v1``) where this client's service answers and
+        records, for agent frameworks that make their own HTTP calls (the trajectory
+        id goes in the ``X-MegaFlow-Trajectory`` header)."""
+        if self.base_url is None:
+            raise ModelError(f"{type(self).__name__} serves no OpenAI-compatible URL")
+        return self.base_url
+
     async def start(self) -> None:
         """Open connections (HTTP) or start the service (in-process)."""
 

@@ -9,7 +9,8 @@ InvalidInput, 401 -> AuthError, anything else -> ModelError.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -26,6 +27,9 @@ from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion, 
 from megaflow.model.control import LocalModelControl
 from megaflow.model.service import ModelService
 
+if TYPE_CHECKING:
+    from megaflow.model.gateway import GatewayServer
+
 
 class InProcessModelClient(ModelClient):
     """Calls a :class:`ModelService` in the same process."""
@@ -33,6 +37,8 @@ class InProcessModelClient(ModelClient):
     def __init__(self, service: ModelService, *, owns_service: bool = True) -> None:
         self.service = service
         self.owns_service = owns_service
+        self._gateway: GatewayServer | None = None
+        self._gateway_lock = asyncio.Lock()
 
     @property
     def control(self) -> LocalModelControl:
@@ -45,8 +51,23 @@ class InProcessModelClient(ModelClient):
             await self.service.start()
 
     async def stop(self) -> None:
+        if self._gateway is not None:
+            await self._gateway.stop()
+            self._gateway = None
         if self.owns_service:
             await self.service.stop()
+
+    async def openai_base_url(self) -> str:
+        """The service on a loopback gateway, started on first use and stopped with
+        the client (needs the ``model`` extra)."""
+        async with self._gateway_lock:
+            if self._gateway is None:
+                from megaflow.model.gateway import GatewayServer
+
+                gateway = GatewayServer(self.service, owns_service=False)
+                await gateway.start()
+                self._gateway = gateway
+        return self._gateway.base_url
 
     async def chat(
         self,
