@@ -7,10 +7,12 @@ import typer
 from megaflow import __version__
 from megaflow.cli import (
     bench_cmd,
+    cancel_cmd,
     config_cmd,
     dashboard_cmd,
     grade_cmd,
     inspect_cmd,
+    logs_cmd,
     run_cmd,
     sandbox_cmd,
     serve_cmd,
@@ -39,6 +41,8 @@ app.command("plan")(train_plan_cmd.plan_cmd)
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
+app.command("cancel")(cancel_cmd.cancel)
+app.command("logs")(logs_cmd.logs)
 app.command("grade")(grade_cmd.grade)
 app.command("bench")(bench_cmd.bench)
 app.command("top")(top_cmd.top)

@@ -14,9 +14,10 @@ from rich.table import Table
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
+from megaflow.cli.run_lock import hold, lock_path
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
-from megaflow.core.errors import ConfigError, InvalidInput, MegaFlowError
+from megaflow.core.errors import AlreadyExists, ConfigError, InvalidInput, MegaFlowError
 from megaflow.core.states import ACTIVE_STATES, TaskState
 
 _REFRESH_S = 0.25
@@ -171,11 +172,14 @@ def run(
     except MegaFlowError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     try:
-        summary = asyncio.run(_run(job, resume is not None, metrics_port))
+        with hold(lock_path(cfg.storage.metadata, job.run_id)):  # `megaflow cancel` asks it
+            summary = asyncio.run(_run(job, resume is not None, metrics_port))
     except InvalidInput as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         fail(f"interrupted; finish it with `megaflow run --resume {job.run_id}`", EXIT_FAILED)
+    except AlreadyExists as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     except MegaFlowError as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     _print(job, summary)

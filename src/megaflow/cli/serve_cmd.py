@@ -1,4 +1,5 @@
-"""``megaflow serve | up | down | submit`` and ``status --cluster``: distributed mode.
+"""``megaflow serve | up | down | submit``, ``status --cluster`` and ``cancel --cluster``:
+distributed mode.
 
 ``serve`` runs services of a cluster config in this process; ``up`` starts a
 local development cluster with one process per service; ``submit`` and
@@ -208,6 +209,37 @@ def cluster_status(
         console.print("no runs yet")
         return
     _print_runs(rows)
+
+
+def cluster_cancel(
+    ident: str,
+    cluster: str,
+    token_file: Path | None = None,
+    ca_file: Path | None = None,
+    cluster_config: Path | None = None,
+) -> None:
+    """``megaflow cancel ID --cluster URL``: a run (or one task, ``<run>/<task>/<n>``)
+    cancelled through the Scheduler service's ``ControlPlane.cancel``."""
+    from megaflow.core.errors import InvalidInput, NotFound
+    from megaflow.rpc.scheduler_client import GrpcControlPlane
+
+    target, tls = _target(cluster, ca_file)
+
+    async def go() -> tuple[str, str | None, int]:
+        async with GrpcControlPlane(target, _token(token_file, cluster_config), tls) as cp:
+            try:
+                await cp.get_run(ident)
+                run_id, task_id = ident, None
+            except NotFound:  # a task id names its run first
+                run_id, task_id = ident.split("/", 1)[0], ident
+            try:
+                return run_id, task_id, await cp.cancel(run_id, task_id)
+            except NotFound as exc:  # bad input: exit 2
+                raise InvalidInput(f"no run or task {ident!r} on {cluster}: {exc}") from None
+
+    run_id, task_id, n = _run(go())
+    what = f"task {task_id}" if task_id else f"run {run_id}"
+    console.print(f"cancelled {n} task(s) of {what}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
