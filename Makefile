@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 POLICY := .megaflow/models/settings-fix
 
-.PHONY: setup sysdeps run eval test test-fast lint fmt bench proto clean
+.PHONY: setup sysdeps openhands run eval test test-fast lint fmt bench proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,11 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc,train,agents,postgres,mongo,redis,s3,ray]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) openhands
+
+# The OpenHands SDK needs Python >= 3.12: a venv of its own, $(VENV)/openhands (idempotent).
+openhands: | $(PY)
+	bash scripts/install-openhands.sh $(VENV)
 
 sysdeps:
 	bash scripts/install-sysdeps.sh
@@ -32,7 +36,7 @@ run: $(STAMP) sysdeps $(POLICY)
 eval: $(STAMP) sysdeps
 	$(VENV)/bin/megaflow run examples/quickstart.yaml
 
-test: $(STAMP) sysdeps
+test: $(STAMP) sysdeps openhands
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)

@@ -62,6 +62,7 @@ def test_the_install_script_provided_the_sdk() -> None:
     assert default_python().exists(), "run `bash scripts/install-openhands.sh` (make setup)"
 
 
+@pytest.mark.slow
 async def test_openhands_fixes_a_task_in_a_sandbox_through_the_gateway(
     local_runtime: Runtime, instances: list[SWEInstance]
 ) -> None:
@@ -99,31 +100,36 @@ async def test_openhands_fixes_a_task_in_a_sandbox_through_the_gateway(
     assert any("/workspace/jsonptr" in text_of(m) for m in last if m["role"] == "tool")
 
 
-async def test_in_process_client_is_served_on_a_loopback_gateway(dummy_runtime: Runtime) -> None:
-    task = TaskSpec(id="t", run_id="r", payload={"problem_statement": "say done"})
-    script = [step(1, "finish", {"message": "done"})]
-    model = InProcessModelClient(ModelService("s", Router([ScriptedBackend(script)])))
-    traj = Trajectory(id="oh-inproc", task_id="t", run_id="r")
-    async with model, await dummy_runtime.create(EnvironmentSpec()) as sb:
-        await make_agent(OpenHandsAgentConfig()).run(task, sb, model, traj)
-        url = await model.openai_base_url()
-    assert url.startswith("http://127.0.0.1:")
-    assert traj.meta["exit_status"] == "submitted"
-    assert len(traj.model_calls) == 1
-
-
-async def test_step_limit_and_failures(dummy_runtime: Runtime) -> None:
+@pytest.mark.slow
+async def test_in_process_client_on_a_loopback_gateway_and_the_step_limit(
+    local_runtime: Runtime,
+) -> None:
     task = TaskSpec(id="t", run_id="r", payload={"problem_statement": "loop"})
     looping = [step(i, "terminal", {"command": f"echo {i}"}) for i in range(10)]
     model = InProcessModelClient(ModelService("s", Router([ScriptedBackend(looping)])))
-    async with model, await dummy_runtime.create(EnvironmentSpec()) as sb:
-        traj = await make_agent(OpenHandsAgentConfig(max_iterations=2)).run(task, sb, model)
-        assert traj.meta["exit_status"] == "step_limit"
+    traj = Trajectory(id="oh-inproc", task_id="t", run_id="r")
+    async with model, await local_runtime.create(EnvironmentSpec()) as sb:
+        await make_agent(OpenHandsAgentConfig(max_iterations=2)).run(task, sb, model, traj)
+        url = await model.openai_base_url()
         missing = OpenHandsAgentConfig(python="/nonexistent/python")
         with pytest.raises(ConfigError, match="install-openhands"):
             await make_agent(missing).run(task, sb, model)
+    assert url.startswith("http://127.0.0.1:")
+    assert traj.meta["exit_status"] == "step_limit"
+    assert traj.meta["openhands_status"] == "max_iterations"
+    assert len(traj.model_calls) == 2
+    assert [o.content for o in traj.steps if isinstance(o, Observation)] == ["0\n", "1\n"]
+
+
+@pytest.mark.slow
+async def test_a_failing_model_ends_the_episode_as_an_agent_error(local_runtime: Runtime) -> None:
+    task = TaskSpec(id="t", run_id="r", payload={"problem_statement": "fail"})
     broken = [step(1, "terminal", {"command": "true"}), RuntimeError("backend down")]
     model = InProcessModelClient(ModelService("s", Router([ScriptedBackend(broken)])))
-    async with model, await dummy_runtime.create(EnvironmentSpec()) as sb:
-        with pytest.raises(AgentError, match="OpenHands stopped"):
-            await make_agent(OpenHandsAgentConfig()).run(task, sb, model)
+    traj = Trajectory(id="oh-broken", task_id="t", run_id="r")
+    async with model, await local_runtime.create(EnvironmentSpec()) as sb:
+        with pytest.raises(AgentError, match="OpenHands stopped") as err:
+            await make_agent(OpenHandsAgentConfig()).run(task, sb, model, traj)
+    assert "backend down" in str(err.value)
+    assert traj.meta["error_kind"] == "agent"
+    assert len(traj.model_calls) == 2  # the failed call is recorded too

@@ -172,7 +172,7 @@ class OpenHandsAgent(Agent):
             env=runner_env(),
             limit=LINE_LIMIT,
         )
-        tail: collections.deque[str] = collections.deque(maxlen=40)
+        tail: collections.deque[str] = collections.deque(maxlen=15)
         drain = asyncio.create_task(_drain(proc.stderr, tail))
         try:
             async with asyncio.timeout(cfg.wall_time_limit_s):
@@ -218,7 +218,7 @@ def _exit_status(done: dict[str, Any], traj: Trajectory, task: TaskSpec, log: st
         return "submitted"
     if status == "time_limit":
         return "time_limit"
-    if status in ("idle", "running"):  # stopped by max_iteration_per_run
+    if status == "max_iterations":
         return "step_limit"
     error = done.get("error") or f"the conversation ended {status!r}"
     raise AgentError(f"OpenHands stopped on task {task.id!r}: {error}\n{log}".rstrip())

@@ -257,8 +257,15 @@ def run(episode: dict[str, Any], channel: Channel, scratch: Path) -> dict[str, A
         conversation.send_message(str(episode["problem_statement"]))
         conversation.run()
         status = conversation.state.execution_status.value
+        errors = [
+            e for e in conversation.state.events if type(e).__name__ == "ConversationErrorEvent"
+        ]
     finally:
         conversation.close()
+    if errors and errors[-1].code == "MaxIterationsReached":
+        return {"op": "done", "status": "max_iterations"}
+    if errors:
+        return {"op": "done", "status": status, "error": f"{errors[-1].code}: {errors[-1].detail}"}
     return {"op": "done", "status": status}
 
 
