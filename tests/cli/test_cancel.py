@@ -4,10 +4,8 @@ embedded run only when that is safe."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -16,20 +14,10 @@ from megaflow.cli.main import app
 from megaflow.cli.run_lock import hold, lock_path
 from megaflow.core.states import TaskState as S
 from megaflow.core.tasks import Attempt, ErrorKind, RunSpec, TaskSpec
-from megaflow.rpc.auth import generate_token
-from megaflow.rpc.scheduler_server import SchedulerServicer
-from megaflow.rpc.server import RpcServer
-from megaflow.scheduler.config import SchedulerConfig
-from megaflow.scheduler.control import LocalControlPlane
-from megaflow.scheduler.service import Scheduler
-from megaflow.scheduler.synthetic import SleepExecutor
 from megaflow.storage.abstract import Transition
 from megaflow.storage.config import SqliteMetadataConfig
-from megaflow.storage.factory import Stores
-from megaflow.storage.local_artifacts import LocalArtifactStore
-from megaflow.storage.memory_bus import MemoryEventBus
-from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
+from tests.cli.scheduler_service import ClusterScheduler
 
 runner = CliRunner()
 T = TypeVar("T")
@@ -117,69 +105,13 @@ def test_a_run_whose_process_is_gone_is_cancelled_in_the_store(db: str) -> None:
     assert "nope" in said(unknown)
 
 
-class _ClusterScheduler:
-    """A Scheduler service on loopback, in a thread with its own event loop."""
-
-    def __init__(self, root: Path) -> None:
-        self.token = generate_token()
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        self.cp: LocalControlPlane | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(
-            target=self.loop.run_until_complete, args=(self._serve(root),)
-        )
-
-    async def _serve(self, root: Path) -> None:
-        stores = Stores(
-            metadata=SqliteMetadataStore(str(root / "c.db")), queue=MemoryTaskQueue(),
-            events=MemoryEventBus(), artifacts=LocalArtifactStore(root / "art"),
-        )  # fmt: skip
-        self._stop = asyncio.Event()
-        async with (
-            stores,
-            Scheduler(SchedulerConfig(max_concurrency=1), stores, SleepExecutor()) as sched,
-        ):
-            self.cp = LocalControlPlane(sched)
-            server = RpcServer(self.token, port=0)
-            server.add(SchedulerServicer(self.cp).register)
-            async with server:
-                self.port = server.port
-                self._ready.set()
-                await self._stop.wait()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def __enter__(self) -> _ClusterScheduler:
-        self._thread.start()
-        assert self._ready.wait(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[_ClusterScheduler]:
-    with _ClusterScheduler(tmp_path) as c:
-        yield c
-
-
 def test_cancel_through_the_cluster_control_plane(
-    cluster: _ClusterScheduler, tmp_path: Path
+    cluster: ClusterScheduler, tmp_path: Path
 ) -> None:
     assert cluster.cp is not None
     tasks = [TaskSpec(id=f"r1/t{i}/0", run_id="r1", payload={"sleep_s": 60}) for i in range(3)]
     cluster.call(cluster.cp.submit_run(RunSpec(id="r1"), tasks))
-    token = tmp_path / "token"
-    token.write_text(cluster.token)
-    token.chmod(0o600)
-    url = f"127.0.0.1:{cluster.port}"
-    args = ["--cluster", url, "--token-file", str(token)]
+    args = ["--cluster", cluster.url, "--token-file", str(cluster.token_file)]
     one = runner.invoke(app, ["cancel", "r1/t2/0", *args])
     assert one.exit_code == 0, one.output
     assert "cancelled 1 task(s) of task r1/t2/0" in said(one)

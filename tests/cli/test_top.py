@@ -1,12 +1,13 @@
 import asyncio
 from pathlib import Path
 
+from rich.table import Table
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
 from megaflow.cli.top_cmd import TopView
 from megaflow.core.states import TaskState as S
-from megaflow.core.tasks import RunSpec, TaskSpec
+from megaflow.core.tasks import ErrorKind, RunSpec, TaskResult, TaskSpec
 from megaflow.storage.abstract import Transition
 from megaflow.storage.sqlite import SqliteMetadataStore
 
@@ -22,14 +23,23 @@ async def test_frames_show_counts_and_rates(tmp_path: Path) -> None:
         await store.transition_many(
             [Transition("r/3", S.SCHEDULED), Transition("r/4", S.CANCELLED)]
         )
+        await store.put_results([
+            TaskResult(task_id="r/0", success=True, reward=1.0),
+            TaskResult(task_id="r/1"),
+            TaskResult(task_id="r/2", error_kind=ErrorKind.AGENT, error="model error"),
+            TaskResult(task_id="r/4", error_kind=ErrorKind.CANCELLED),
+        ])  # fmt: skip
         await asyncio.sleep(0.05)
         frame = await view.frame()
     table = frame.renderables[0]
-    cells = {c.header: c._cells[0] for c in table.columns}  # type: ignore[attr-defined]
-    assert (cells["queued"], cells["running"], cells["ok"], cells["cancel"]) == ("1", "1", "3", "1")
+    assert isinstance(table, Table)
+    cells = {c.header: c._cells[0] for c in table.columns}
+    shown = ("queued", "running", "resolved", "unresolved", "errors")
+    assert tuple(cells[c] for c in shown) == ("1", "1", "1", "1", "2")
     assert cells["done"] == "4/6"
-    assert float(cells["/s"]) > 0
-    assert "queue 1 | in flight (sandboxes held) 1 | errors 1" in frame.renderables[1]
+    assert float(str(cells["/s"])) > 0
+    footer = "queue 1 | in flight (sandboxes held) 1 | errors 2 (agent error 1, cancelled 1)"
+    assert str(frame.renderables[1]).startswith(footer)
 
 
 def test_top_once_and_missing_db(tmp_path: Path) -> None:

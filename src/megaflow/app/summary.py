@@ -7,6 +7,9 @@ graded result) is left out of the reward and pass@k figures and counted on
 its own; its task time is its attempts' real time, never a 0. A job whose
 samples are not all graded, or all errored, fails its checks, so `megaflow
 run` exits 1 for it.
+
+:func:`outcome` is how the command line names where a task stands:
+*resolved* or *unresolved* once graded, the error kind when it errored.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, TaskRecord, TaskResult, group_id
+from megaflow.core.tasks import Attempt, ErrorKind, TaskRecord, TaskResult, group_id
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -66,6 +69,51 @@ class JobSummary:
 
 
 _STAGES = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
+_ENDED_AS = {
+    TaskState.FAILED: ErrorKind.INFRA,
+    TaskState.TIMED_OUT: ErrorKind.TIMEOUT,
+    TaskState.CANCELLED: ErrorKind.CANCELLED,
+}
+ERROR_LABELS = {
+    ErrorKind.AGENT: "agent error",
+    ErrorKind.INFRA: "infra error",
+    ErrorKind.INFRA_LOST: "infra lost",
+    ErrorKind.TIMEOUT: "timed out",
+    ErrorKind.CANCELLED: "cancelled",
+}
+OUTCOMES = (
+    *(s.value for s in TaskState if not s.terminal),
+    "resolved", "unresolved", *ERROR_LABELS.values(),
+)  # fmt: skip
+"""Every :func:`outcome`, in the order tables show them."""
+
+
+def outcome(state: TaskState, result: TaskResult | None) -> str:
+    """Where a task stands: its state while unfinished; ``resolved`` or ``unresolved``
+    once it ran and was graded; its error kind (:data:`ERROR_LABELS`) when it errored,
+    an agent's own failure included (graded with reward 0)."""
+    if not state.terminal:
+        return state.value
+    kind = result.error_kind if result else None
+    if state is TaskState.SUCCEEDED:
+        if kind is not None and not (result and result.success):
+            return ERROR_LABELS[kind]
+        return "resolved" if result and result.success else "unresolved"
+    return ERROR_LABELS[kind or _ENDED_AS[state]]
+
+
+async def outcome_counts(store: MetadataStore, run_id: str) -> dict[str, int]:
+    """Tasks of a run by :func:`outcome`, in :data:`OUTCOMES` order."""
+    results = {r.task_id: r for r in await store.list_results(run_id)}
+    counts: dict[str, int] = {}
+    for rec in await store.list_tasks(run_id):
+        key = outcome(rec.state, results.get(rec.id))
+        counts[key] = counts.get(key, 0) + 1
+    return {k: counts[k] for k in sorted(counts, key=_order)}
+
+
+def _order(key: str) -> int:
+    return OUTCOMES.index(key) if key in OUTCOMES else len(OUTCOMES)
 
 
 def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:

@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 
 from megaflow.app.assembly import task_type
+from megaflow.app.summary import outcome, outcome_counts
 from megaflow.app.training_data import StoredSample, load_samples
 from megaflow.app.training_export import Format, write_training
 from megaflow.cli.common import (
@@ -29,6 +30,7 @@ from megaflow.cli.common import (
     storage_of,
     with_store,
 )
+from megaflow.cli.tables import id_width, outcome_table, relative_id
 from megaflow.core.errors import MegaFlowError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import group_id
@@ -48,27 +50,18 @@ def status(
     if cluster is not None:
         from megaflow.cli import serve_cmd
 
-        serve_cmd.cluster_status(cluster, run_id)
+        serve_cmd.cluster_status(cluster, run_id, cluster_config=config)
         return
 
-    async def go(store: MetadataStore) -> list[tuple[str, str, dict[TaskState, int]]]:
+    async def go(store: MetadataStore) -> list[tuple[str, str, dict[str, int]]]:
         runs = [await store.get_run(run_id)] if run_id else await store.list_runs()
-        return [(r.id, r.name, await store.count_by_state(r.id)) for r in runs]
+        return [(r.id, r.name, await outcome_counts(store, r.id)) for r in runs]
 
     rows = with_store(db, go, config)
     if not rows:
         console.print("no runs yet")
         return
-    shown = [s for s in TaskState if any(c.get(s) for _, _, c in rows)]
-    table = Table(title="runs: tasks by state")
-    table.add_column("run", no_wrap=True)
-    table.add_column("name", no_wrap=True)
-    for state in shown:
-        table.add_column(state.value, justify="right")
-    table.add_column("total", justify="right")
-    for rid, name, counts in rows:
-        table.add_row(rid, name, *(str(counts.get(s, 0)) for s in shown), str(sum(counts.values())))
-    console.print(table)
+    console.print(outcome_table("runs: tasks by outcome", rows, console.width))
 
 
 async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
@@ -87,6 +80,7 @@ async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
                 "type": kind.value,
                 "type_source": source,
                 "state": rec.state.value,
+                "outcome": outcome(rec.state, res),
                 "masked": masked,
                 "attempts": rec.attempts,
                 "preemptions": rec.preemptions,
@@ -115,26 +109,46 @@ def results(
             row.pop("payload")
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"results of {run_id}")
-    for col in ("task", "type", "state", "attempts", "success", "reward", "error"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["task_id"],
-            r["type"],
-            r["state"] + (" (masked)" if r["masked"] else ""),
-            str(r["attempts"]),
-            "" if r["success"] is None else ("yes" if r["success"] else "no"),
-            "" if r["reward"] is None else f"{r['reward']:.3f}",
-            (r["error"] or "")[:60],
-        )
-    console.print(table)
+    types = sorted({r["type"] for r in rows})
+    kind = f"{types[0]} tasks; " if len(types) == 1 else ""
+    console.print(f"results of run [bold]{run_id}[/] ({kind}task ids relative to the run)")
+    console.print(_results_table(rows, run_id, by_type=len(types) > 1))
     done = [r for r in rows if r["success"] is not None]
     solved = sum(1 for r in done if r["success"])
     masked = sum(1 for r in rows if r["masked"])
     console.print(
-        f"{len(rows)} tasks, {len(done)} with results, {solved} successful, {masked} masked"
+        f"{len(rows)} tasks, {len(done)} with results, {solved} resolved, {masked} masked"
     )
+
+
+_OUTCOME_WIDTH = 11  # "infra error", "unresolved"; "(masked)" goes on a second line
+
+
+def _results_table(rows: list[dict[str, Any]], run_id: str, by_type: bool) -> Table:
+    ids = [relative_id(r["task_id"], run_id) for r in rows]
+    outcomes = [r["outcome"] + (" (masked)" if r["masked"] else "") for r in rows]
+    # beside the id: type, outcome, attempts, reward and at least 10 of the error
+    others = [5] * by_type + [_OUTCOME_WIDTH, 8, 6, 10]
+    task_width = id_width(ids, console.width, others)
+    error_width = max(10, console.width - 3 * (len(others) + 1) - 1 - task_width - sum(others[:-1]))
+    table = Table()
+    table.add_column("task", overflow="fold", width=task_width)
+    if by_type:
+        table.add_column("type")
+    table.add_column("outcome", overflow="fold", max_width=_OUTCOME_WIDTH)
+    table.add_column("attempts", justify="right")
+    table.add_column("reward", justify="right")
+    table.add_column("error", overflow="fold", width=error_width)
+    for r, rel, out in zip(rows, ids, outcomes, strict=True):
+        table.add_row(
+            rel,
+            *([r["type"]] if by_type else []),
+            out,
+            str(r["attempts"]),
+            "" if r["reward"] is None else f"{r['reward']:.3f}",
+            (r["error"] or "")[:160],
+        )
+    return table
 
 
 async def _training_samples(

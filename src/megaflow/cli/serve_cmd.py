@@ -171,21 +171,63 @@ def submit(
     for run, tasks in runs:
         console.print(f"submitted run {run.id}: {len(tasks)} tasks", highlight=False)
     if final:
-        _print_runs(final)
+        _print_runs(final, cluster_config)
 
 
-def _print_runs(rows: list[RunStatus]) -> None:
-    shown = [s for s in TaskState if any(r.counts.get(s) for r in rows)]
-    table = Table(title="runs: tasks by state")
-    table.add_column("run", no_wrap=True)
-    table.add_column("name", no_wrap=True)
-    for state in shown:
-        table.add_column(state.value, justify="right")
-    table.add_column("total", justify="right")
-    for r in rows:
-        cells = (str(r.counts.get(s, 0)) for s in shown)
-        table.add_row(r.run.id, r.run.name, *cells, str(r.total))
-    console.print(table)
+_ENDED = {
+    TaskState.SUCCEEDED: "graded",
+    TaskState.FAILED: "failed",
+    TaskState.TIMED_OUT: "timed out",
+    TaskState.CANCELLED: "cancelled",
+}
+
+
+def _by_state(counts: dict[TaskState, int]) -> dict[str, int]:
+    """What the control plane's counts alone tell: a graded task, not whether it resolved."""
+    return {_ENDED.get(s, s.value): n for s, n in counts.items()}
+
+
+def _store_outcomes(cluster_config: Path, run_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Tasks by outcome (resolved, unresolved, error kinds) from the metadata store the
+    cluster config names, for the runs it holds; empty when it cannot be read here."""
+    from megaflow.app.summary import outcome_counts
+    from megaflow.storage.config import SqliteMetadataConfig
+    from megaflow.storage.factory import make_metadata_store
+
+    meta = _config(cluster_config).scheduler.storage.metadata
+    if meta.type == "memory" or (
+        isinstance(meta, SqliteMetadataConfig) and not Path(meta.path).exists()
+    ):
+        return {}
+
+    async def go() -> dict[str, dict[str, int]]:
+        out = {}
+        async with make_metadata_store(meta) as store:
+            known = {r.id for r in await store.list_runs()}
+            for rid in run_ids:
+                if rid in known:
+                    out[rid] = await outcome_counts(store, rid)
+        return out
+
+    try:
+        return asyncio.run(go())
+    except (MegaFlowError, OSError) as exc:
+        console.print(f"cannot read the cluster's metadata store: {exc}", highlight=False)
+        return {}
+
+
+def _print_runs(rows: list[RunStatus], cluster_config: Path | None = None) -> None:
+    from megaflow.cli.tables import outcome_table
+
+    stored = _store_outcomes(cluster_config, [r.run.id for r in rows]) if cluster_config else {}
+    table_rows = [(r.run.id, r.run.name, stored.get(r.run.id) or _by_state(r.counts)) for r in rows]
+    console.print(outcome_table("runs: tasks by outcome", table_rows, console.width))
+    if any(r.counts.get(TaskState.SUCCEEDED) and r.run.id not in stored for r in rows):
+        console.print(
+            "graded: ran and was graded; --cluster-config CLUSTER.yaml reads its metadata "
+            "store to split resolved from unresolved and errors by kind",
+            highlight=False,
+        )
 
 
 def cluster_status(
@@ -208,7 +250,7 @@ def cluster_status(
     if not rows:
         console.print("no runs yet")
         return
-    _print_runs(rows)
+    _print_runs(rows, cluster_config)
 
 
 def cluster_cancel(

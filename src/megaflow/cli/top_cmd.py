@@ -2,7 +2,8 @@
 
 Reads the metadata store (``--db`` or ``--config``), so it works beside a
 running job or after it.
-Rates are the change in finished tasks between two refreshes. When stdout
+Finished tasks are *resolved* or *unresolved* (graded) or errors, counted by
+kind in the footer. Rates are the change in finished tasks between two refreshes. When stdout
 is not a terminal (a pipe, a file, a CI log) it prints one plain frame and
 exits, as ``--once`` does.
 """
@@ -18,12 +19,13 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
+from megaflow.app.summary import ERROR_LABELS, outcome_counts
 from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.abstract import MetadataStore
 
 _WAITING = (TaskState.QUEUED, TaskState.RETRYING, TaskState.PREEMPTED)
-_ERRORS = (TaskState.FAILED, TaskState.TIMED_OUT, TaskState.CANCELLED)
+_UNFINISHED = {s.value for s in TaskState if not s.terminal}
 
 
 class TopView:
@@ -37,37 +39,41 @@ class TopView:
     async def frame(self) -> Group:
         runs = (await self.store.list_runs())[-self.runs :]
         now = time.monotonic()
-        counts = {r.id: await self.store.count_by_state(r.id) for r in runs}
-        done = {rid: sum(n for s, n in c.items() if s.terminal) for rid, c in counts.items()}
+        counts = {r.id: await outcome_counts(self.store, r.id) for r in runs}
+        done = {
+            rid: sum(n for k, n in c.items() if k not in _UNFINISHED) for rid, c in counts.items()
+        }
         rates: dict[str, float] = {}
         if self._last is not None:
             t0, before = self._last
             rates = {rid: (n - before.get(rid, n)) / max(now - t0, 1e-9) for rid, n in done.items()}
         self._last = (now, done)
         table = Table(title="megaflow top", expand=True)
-        table.add_column("run", ratio=1, overflow="ellipsis", no_wrap=True)
-        for col in ("queued", "running", "ok", "failed", "t/o", "cancel", "done", "/s"):
+        table.add_column("run", ratio=1, overflow="fold")
+        for col in ("queued", "running", "resolved", "unresolved", "errors", "done", "/s"):
             table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-        totals: dict[str, float] = {"queued": 0, "running": 0, "errors": 0, "rate": 0.0}
+        errors: dict[str, int] = {}
+        totals: dict[str, float] = {"queued": 0, "running": 0, "rate": 0.0}
         for r in runs:
             c = counts[r.id]
-            queued = sum(c.get(s, 0) for s in _WAITING)
-            running = sum(c.get(s, 0) for s in ACTIVE_STATES)
-            total = sum(c.values())
+            queued = sum(c.get(s.value, 0) for s in _WAITING)
+            running = sum(c.get(s.value, 0) for s in ACTIVE_STATES)
+            for label in ERROR_LABELS.values():
+                errors[label] = errors.get(label, 0) + c.get(label, 0)
             rate = rates.get(r.id)
             totals["queued"] += queued
             totals["running"] += running
-            totals["errors"] += sum(c.get(s, 0) for s in _ERRORS)
             totals["rate"] += rate or 0.0
             table.add_row(
-                r.id, str(queued), str(running), str(c.get(TaskState.SUCCEEDED, 0)),
-                str(c.get(TaskState.FAILED, 0)), str(c.get(TaskState.TIMED_OUT, 0)),
-                str(c.get(TaskState.CANCELLED, 0)), f"{done[r.id]}/{total}",
-                "-" if rate is None else f"{rate:.1f}",
+                r.id, str(queued), str(running), str(c.get("resolved", 0)),
+                str(c.get("unresolved", 0)), str(sum(c.get(k, 0) for k in ERROR_LABELS.values())),
+                f"{done[r.id]}/{sum(c.values())}", "-" if rate is None else f"{rate:.1f}",
             )  # fmt: skip
+        by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
         footer = (
             f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
-            f" | errors {totals['errors']:.0f} | {totals['rate']:.1f} tasks/s"
+            f" | errors {sum(errors.values())}{f' ({by_kind})' if by_kind else ''}"
+            f" | {totals['rate']:.1f} tasks/s"
         )
         return Group(table, footer)
 
