@@ -53,14 +53,21 @@ class JobSummary:
     arms: list[ArmSummary]
     wall_s: float
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    before: int = 0
+    """Tasks already finished when this process took the job over (``--resume``)."""
 
     @property
     def finished(self) -> int:
         return sum(n for a in self.arms for s, n in a.counts.items() if s.terminal)
 
     @property
+    def ran(self) -> int:
+        """Tasks this process finished: a resume's throughput counts these alone."""
+        return self.finished - self.before
+
+    @property
     def throughput(self) -> float:
-        return self.finished / self.wall_s if self.wall_s > 0 else 0.0
+        return self.ran / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def ok(self) -> bool:

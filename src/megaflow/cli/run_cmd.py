@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 from prometheus_client import start_http_server
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from megaflow.app.job import Job, stored_config
@@ -23,27 +30,44 @@ from megaflow.core.states import ACTIVE_STATES, TaskState
 _REFRESH_S = 0.25
 
 
+def _refresh(job: Job, progress: Progress, bar: TaskID, t0: float) -> None:
+    """Set the bar from the scheduler's counts: the tasks this process took in (on a
+    resume, those left unfinished), so its rate is theirs."""
+    counts: dict[TaskState, int] = {}
+    for rid in job.run_ids:
+        for s, n in job.sched.counts(rid).items():
+            counts[s] = counts.get(s, 0) + n
+    finished = sum(n for s, n in counts.items() if s.terminal)
+    running = sum(n for s, n in counts.items() if s in ACTIVE_STATES)
+    queued = sum(n for s, n in counts.items() if not s.terminal and s not in ACTIVE_STATES)
+    elapsed = time.monotonic() - t0
+    progress.update(
+        bar, total=sum(counts.values()) or None, completed=finished, running=running,
+        queued=queued, rate=finished / elapsed if elapsed > 0 else 0.0,
+    )  # fmt: skip
+
+
 async def _watch(job: Job, progress: Progress, done: asyncio.Event) -> None:
-    """Refresh the display from the scheduler's counts until the job is done."""
+    """Refresh the display from the scheduler's counts until the job is done, and once
+    more after: the last tasks finish between two refreshes, so the bar ends at 100%."""
     bar = progress.add_task("tasks", total=None, running=0, queued=0, rate=0.0)
     t0 = time.monotonic()
     while not done.is_set():
-        counts: dict[TaskState, int] = {}
-        for rid in job.run_ids:
-            for s, n in job.sched.counts(rid).items():
-                counts[s] = counts.get(s, 0) + n
-        finished = sum(n for s, n in counts.items() if s.terminal)
-        running = sum(n for s, n in counts.items() if s in ACTIVE_STATES)
-        queued = sum(n for s, n in counts.items() if not s.terminal and s not in ACTIVE_STATES)
-        elapsed = time.monotonic() - t0
-        progress.update(
-            bar, total=sum(counts.values()) or None, completed=finished, running=running,
-            queued=queued, rate=finished / elapsed if elapsed > 0 else 0.0,
-        )  # fmt: skip
+        _refresh(job, progress, bar, t0)
         try:
             await asyncio.wait_for(done.wait(), _REFRESH_S)
         except TimeoutError:
             pass
+    _refresh(job, progress, bar, t0)
+
+
+async def _finished(job: Job) -> int:
+    """Tasks of the job already terminal in the store (before a resume runs any)."""
+    total = 0
+    for rid in job.run_ids:
+        counts = await job.stores.metadata.count_by_state(rid)
+        total += sum(n for s, n in counts.items() if s.terminal)
+    return total
 
 
 async def _run(job: Job, resume: bool, metrics_port: int | None = None) -> JobSummary:
@@ -71,6 +95,7 @@ async def _run(job: Job, resume: bool, metrics_port: int | None = None) -> JobSu
 
 async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
     async with job:
+        before = await _finished(job) if resume else 0
         if resume:
             await job.resume()
         else:
@@ -93,7 +118,7 @@ async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
             )
             for rid in job.run_ids
         ]  # fmt: skip
-    summary = JobSummary(arms=arms, wall_s=time.monotonic() - job.started_at)
+    summary = JobSummary(arms=arms, wall_s=time.monotonic() - job.started_at, before=before)
     summary.checks = checks(job.cfg, arms)
     return summary
 
@@ -123,7 +148,10 @@ def _print(job: Job, s: JobSummary) -> None:
     for name, cells in rows:
         table.add_row(name, *cells)
     console.print(table)
-    console.print(f"{s.finished} tasks in {s.wall_s:.1f} s: throughput {s.throughput:.2f} tasks/s")
+    earlier = f" ({s.before} had finished before this resume)" if s.before else ""
+    console.print(
+        f"{s.ran} tasks in {s.wall_s:.1f} s: throughput {s.throughput:.2f} tasks/s{earlier}"
+    )
     for name, ok, got in s.checks:
         mark = "[green]pass[/]" if ok else "[red]FAIL[/]"
         console.print(f"check {mark}: {name} (got {got})")
