@@ -122,7 +122,8 @@ def test_resume_reads_the_stored_config_from_postgres(
     assert run_id is not None, res.output
     res = runner.invoke(app, ["run", "--resume", run_id.group(1), "--config", str(config)])
     assert res.exit_code == 0, res.output
-    assert "2 tasks in" in res.output
+    assert "0 tasks in" in res.output  # the resume ran none: the run had finished
+    assert "(2 had finished before this resume)" in " ".join(res.output.split())
     res = runner.invoke(app, ["results", run_id.group(1), "--config", str(config), "--json"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["run", "--resume", "stored-none", "--config", str(config)])

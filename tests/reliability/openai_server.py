@@ -1,6 +1,7 @@
 """A real OpenAI-compatible HTTP server on loopback that misbehaves on demand.
 
-It speaks just enough of ``POST /v1/chat/completions`` for the builtin agent.
+It speaks just enough of ``POST /v1/chat/completions`` for the builtin agent,
+and lists its one model on ``GET /v1/models``.
 ``behave(n, body)`` picks the answer to the ``n``-th request (from 1):
 
 - ``"ok"``: the next step of a good episode (a ``bash`` call, then ``submit``);
@@ -74,6 +75,14 @@ class FlakyOpenAI:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
                 pass
+
+            def do_GET(self) -> None:  # ``/v1/models``, which `megaflow run` asks first
+                data = json.dumps({"object": "list", "data": [{"id": "flaky"}]}).encode()
+                self.send_response(200 if self.path.endswith("/models") else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))

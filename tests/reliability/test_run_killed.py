@@ -54,7 +54,7 @@ def peek(db: Path) -> tuple[str | None, int, int]:
 @pytest.mark.slow
 async def test_sigkill_run_then_resume(tmp_path: Path, leaks: LeakCheck) -> None:
     db = tmp_path / "m.db"
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": "200", "OPENAI_API_KEY": "unused"}
     with flaky_openai(lambda n, body: "nap" if step_of(body) == 0 else "ok") as server:
         cfg = inline_job(tmp_path, openai_model(server.base_url), n=N)
         path = tmp_path / "run.yaml"

@@ -5,8 +5,9 @@ metrics with its reward, an agent's own failure with reward 0 and as an
 error. A *masked* sample (its task ended FAILED, TIMED_OUT or CANCELLED: no
 graded result) is left out of the reward and pass@k figures and counted on
 its own; its task time is its attempts' real time, never a 0. A job whose
-samples are not all graded, or all errored, fails its checks, so `megaflow
-run` exits 1 for it.
+samples are not all graded, or all errored, or errored in a larger share
+than ``expect.max_error_share``, fails its checks, so `megaflow run` exits 1
+for it.
 
 :func:`outcome` is how the command line names where a task stands:
 *resolved* or *unresolved* once graded, the error kind when it errored.
@@ -188,6 +189,9 @@ def checks(cfg: RunConfig, arms: list[ArmSummary]) -> list[tuple[str, bool, str]
         out.append((f"{a.arm}: every sample graded", a.masked == 0, f"{graded}/{a.total}"))
         ok = a.total - a.metrics.errors
         out.append((f"{a.arm}: not every sample errored", ok > 0, f"{ok} without an error"))
+        cap, share = cfg.expect.max_error_share, a.metrics.errors / a.total if a.total else 0.0
+        if cap < 1:
+            out.append((f"{a.arm}: errors <= {cap:.0%}", share <= cap + 1e-9, f"{share:.1%}"))
     main = next(a for a in arms if a.arm == "main")
     if cfg.expect.min_resolved is not None:
         want = cfg.expect.min_resolved

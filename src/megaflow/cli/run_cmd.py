@@ -21,6 +21,7 @@ from rich.table import Table
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
+from megaflow.cli.preflight import model_problems
 from megaflow.cli.run_lock import hold, lock_path
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
@@ -182,6 +183,11 @@ def run(
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."
     ),
+    check_models: bool = typer.Option(
+        True,
+        "--check-models/--no-check-models",
+        help="Before starting, check that each openai model endpoint answers and its key is set.",
+    ),
 ) -> None:
     """Run the job described by CONFIG in this process, on the embedded defaults."""
     if (config is None) == (resume is None):
@@ -199,6 +205,9 @@ def run(
         fail(str(exc), EXIT_BAD_INPUT)
     except MegaFlowError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+    problems = model_problems(cfg) if check_models else []
+    if problems:
+        fail("; ".join(problems) + " (or pass --no-check-models)", EXIT_BAD_INPUT)
     try:
         with hold(lock_path(cfg.storage.metadata, job.run_id)):  # `megaflow cancel` asks it
             summary = asyncio.run(_run(job, resume is not None, metrics_port))

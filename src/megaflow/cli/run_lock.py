@@ -20,6 +20,7 @@ from pathlib import Path
 
 from megaflow.core.errors import AlreadyExists
 from megaflow.storage.config import MetadataConfig, SqliteMetadataConfig
+from megaflow.storage.private import private_file
 
 
 class Liveness(StrEnum):
@@ -42,8 +43,7 @@ def hold(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = private_file(path, os.O_RDWR)  # 0600 in a 0700 folder, as the store's own files
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

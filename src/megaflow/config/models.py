@@ -96,6 +96,13 @@ class ExpectConfig(_Cfg):
     max_control_resolved: float | None = Field(
         None, ge=0, le=1, description="Largest share the control arm may resolve."
     )
+    max_error_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Largest share of an arm's samples that may end in an error (an agent's "
+        "own failure, an infrastructure error, a timeout, a cancellation); 1 allows any.",
+    )
 
 
 class RunConfig(_Cfg):
