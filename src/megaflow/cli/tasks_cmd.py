@@ -151,9 +151,23 @@ def convert(
     path: Path = typer.Argument(..., help="SWE-bench-format rows: a JSONL, JSON or parquet file."),
     out: Path = typer.Option(..., "--out", "-o", help="The task set to write (JSONL)."),
     source: str = typer.Option(
-        ..., "--source", help="What the repositories folder holds: dir | git_bundle | tarball."
+        ...,
+        "--source",
+        help="What the repositories folder holds: dir | git_bundle | tarball; or image "
+        "(a container image per instance, named by --image-template).",
     ),
-    repos: Path = typer.Option(..., "--repos", help="The folder of clones, bundles or tarballs."),
+    repos: Path = typer.Option(
+        None, "--repos", help="The folder of clones, bundles or tarballs (not for image)."
+    ),
+    image_template: str = typer.Option(
+        None,
+        "--image-template",
+        help="With --source image: each instance's image, from the --template placeholders, "
+        "e.g. 'registry/{instance_id}:latest'.",
+    ),
+    repo_path: str = typer.Option(
+        "/testbed", "--repo-path", help="With --source image: the repository's path in the image."
+    ),
     template: str = typer.Option(
         None,
         "--template",
@@ -170,26 +184,33 @@ def convert(
     """Convert SWE-bench-format rows (as on the Hugging Face hub) to a MegaFlow task set."""
     from megaflow.datasets.convert import TEMPLATES, convert_rows, read_rows, write_jsonl
 
-    if source not in TEMPLATES:
-        fail(f"--source {source!r}: use one of {', '.join(TEMPLATES)}", EXIT_BAD_INPUT)
+    kinds = [*TEMPLATES, "image"]
+    if source not in kinds:
+        fail(f"--source {source!r}: use one of {', '.join(kinds)}", EXIT_BAD_INPUT)
+    if source == "image" and not image_template:
+        fail("--source image needs --image-template, e.g. 'registry/{instance_id}:latest'",
+             EXIT_BAD_INPUT)  # fmt: skip
+    if source != "image" and repos is None:
+        fail(f"--source {source} needs --repos, the folder of its repositories", EXIT_BAD_INPUT)
     if not path.is_file():
         fail(f"{path} does not exist", EXIT_BAD_INPUT)
     out_dir = out.parent.absolute()
     try:
         records = convert_rows(
             read_rows(path),
-            kind=source,  # type: ignore[arg-type]  # checked against TEMPLATES above
-            repos=repos,
+            kind=source,  # type: ignore[arg-type]  # checked against kinds above
+            repos=None if source == "image" else repos,
             out_dir=out_dir,
-            template=template,
+            template=image_template if source == "image" else template,
             test_cmd=test_cmd,
             require_sources=not allow_missing,
+            repo_path=repo_path,
         )
         write_jsonl(records, out, overwrite=force)
     except (MegaFlowError, OSError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     console.print(f"wrote {len(records)} instances to {out}")
-    if not repos.absolute().is_relative_to(out_dir):
+    if repos is not None and source != "image" and not repos.absolute().is_relative_to(out_dir):
         console.print(
             f"its sources lie outside {out_dir}: load it with --source-root {repos} "
             "(tasks.source_roots in a run config)"

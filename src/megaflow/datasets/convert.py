@@ -4,7 +4,9 @@ SWE-bench and its relatives (SWE-Gym, SWE-bench Verified/Lite) are published
 as JSONL, JSON or parquet rows with ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` as
 JSON text; they say which repository and commit, not where its files are.
 :func:`convert_rows` adds ``megaflow_source`` from a path template over a
-folder of clones, git bundles or tarballs, decodes the JSON-text lists,
+folder of clones, git bundles or tarballs, or from an image-name template
+(one container image per instance, the repository inside it at
+``repo_path``), decodes the JSON-text lists,
 validates every row as an :class:`SWEInstance` and returns the records to
 write; any problem names the row, the instance and the field.
 """
@@ -24,7 +26,9 @@ from megaflow.core.errors import InvalidInput
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import describe, read_records
 
-SourceKind = Literal["dir", "git_bundle", "tarball"]
+SourceKind = Literal["dir", "git_bundle", "tarball", "image"]
+IMAGE_REPO_PATH = "/testbed"
+"""Where SWE-bench's instance images hold the repository."""
 TEMPLATES: dict[SourceKind, str] = {
     "dir": "{owner}__{name}",
     "git_bundle": "{owner}__{name}.bundle",
@@ -99,18 +103,25 @@ def convert_rows(
     rows: Iterable[tuple[str, Any]],
     *,
     kind: SourceKind,
-    repos: Path,
+    repos: Path | None,
     out_dir: Path,
     template: str | None = None,
     test_cmd: str | None = None,
     require_sources: bool = True,
+    repo_path: str = IMAGE_REPO_PATH,
 ) -> list[dict[str, Any]]:
-    """Each row as a MegaFlow instance record, its source at ``repos/<template>``.
+    """Each row as a MegaFlow instance record, its source at ``repos/<template>``
+    (for ``kind="image"``: the image ``template`` names, no folder).
 
     The source path is written relative to ``out_dir`` when it lies inside it
     (the task set travels with its repositories), else absolute. With
-    ``require_sources`` a missing source is an error.
+    ``require_sources`` a missing source is an error (images are not checked:
+    they are found when a sandbox starts).
     """
+    if kind == "image" and not template:
+        raise InvalidInput("an image source needs an image template, e.g. 'registry/{instance_id}'")
+    if kind != "image" and repos is None:
+        raise InvalidInput(f"a {kind} source needs the folder of repositories (--repos)")
     pattern = template or TEMPLATES[kind]
     check_template(pattern)
     out: list[dict[str, Any]] = []
@@ -123,6 +134,11 @@ def convert_rows(
         if "megaflow_source" in row:
             raise InvalidInput(f"{where}: instance {iid!r}: already has a megaflow_source")
         _lists(row, where, iid)
+        if kind == "image" or repos is None:
+            image = source_path(row, pattern, where)
+            row["megaflow_source"] = {"type": "image", "image": image, "path": repo_path}
+            out.append(_checked(row, where, iid, seen, test_cmd))
+            continue
         path = (repos / source_path(row, pattern, where)).absolute()
         if require_sources and not path.exists():
             raise InvalidInput(
@@ -131,19 +147,26 @@ def convert_rows(
             )
         shown = os.path.relpath(path, out_dir) if path.is_relative_to(out_dir) else str(path)
         row["megaflow_source"] = {"type": kind, "path": shown}
-        if test_cmd:
-            row["megaflow_test_cmd"] = test_cmd
-        try:
-            SWEInstance.model_validate(row)
-        except ValidationError as e:
-            raise InvalidInput(f"{where}: instance {iid!r}: {describe(e)}") from None
-        if iid in seen:
-            raise InvalidInput(f"{where}: instance {iid!r} repeats the one at {seen[iid]}")
-        seen[iid] = where
-        out.append(row)
+        out.append(_checked(row, where, iid, seen, test_cmd))
     if not out:
         raise InvalidInput("no rows to convert")
     return out
+
+
+def _checked(
+    row: dict[str, Any], where: str, iid: str, seen: dict[str, str], test_cmd: str | None
+) -> dict[str, Any]:
+    """The row with its test command, validated as an instance and not a repeat."""
+    if test_cmd:
+        row["megaflow_test_cmd"] = test_cmd
+    try:
+        SWEInstance.model_validate(row)
+    except ValidationError as e:
+        raise InvalidInput(f"{where}: instance {iid!r}: {describe(e)}") from None
+    if iid in seen:
+        raise InvalidInput(f"{where}: instance {iid!r} repeats the one at {seen[iid]}")
+    seen[iid] = where
+    return row
 
 
 def write_jsonl(records: list[dict[str, Any]], path: Path, *, overwrite: bool = False) -> None:

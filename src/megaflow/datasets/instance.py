@@ -11,7 +11,9 @@ MegaFlow adds:
   (``dir``), a tarball (``tarball``) or a git bundle (``git_bundle``); relative
   paths are resolved against the file the instance was loaded from, and the
   path (symlinks resolved) must lie inside the task set's folder or a source
-  root the run config names.
+  root the run config names. Or a container image per instance (``image``)
+  that holds the repository at ``path``; it runs in the ``container`` runtime
+  with that image, and nothing is read on the host.
 * ``megaflow_reward``: ``binary`` (1 if resolved, else 0; the default) or
   ``fraction`` (the share of FAIL_TO_PASS and PASS_TO_PASS tests that pass).
 * ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless set.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -86,7 +88,40 @@ class GitBundleSource(_Source):
     type: Literal["git_bundle"] = "git_bundle"
 
 
-RepoSource = Annotated[DirSource | TarballSource | GitBundleSource, Field(discriminator="type")]
+class ImageSource(BaseModel):
+    """A container image per instance with the repository already inside it
+    (SWE-bench's instance images keep it at ``/testbed``). Preparation checks out
+    ``base_commit`` there, inside the sandbox; the image needs ``git``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["image"] = "image"
+    image: str = Field(min_length=1, description="The image, e.g. 'registry/name:tag'.")
+    path: str = Field("/testbed", description="The repository's directory inside the image.")
+
+    @field_validator("image")
+    @classmethod
+    def _image_name(cls, v: str) -> str:
+        if any(c.isspace() or c == "\x00" for c in v):
+            raise ValueError(f"{v!r} is not an image name (it holds a space or control character)")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if "\x00" in v or not p.is_absolute() or ".." in p.parts or p == PurePosixPath("/"):
+            raise ValueError(f"{v!r} must be an absolute directory inside the image, not '/'")
+        return str(p)
+
+    def resolved(self, base: Path, roots: Sequence[Path] = ()) -> Self:
+        """Itself: an image names nothing on the host."""
+        return self
+
+
+RepoSource = Annotated[
+    DirSource | TarballSource | GitBundleSource | ImageSource, Field(discriminator="type")
+]
 
 
 def _json_list(value: Any) -> Any:

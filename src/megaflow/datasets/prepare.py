@@ -7,6 +7,14 @@ of later commits, so ``git log --all`` cannot reach a later fix. The
 source's own history (a bundle, or the ``.git`` of a directory or tarball) is
 fetched from in a scratch directory outside the workspace that is removed
 before the agent starts.
+
+An ``image`` source already holds the repository in the sandbox's image, at
+its ``path``: everything happens inside the sandbox, never on the host. The
+directory is moved aside once (to :data:`IMAGE_REPO_KEEP`), copied into the
+workspace, and its old path becomes a link to the workspace, so what the
+image installed from it (an editable install, a path in a config) sees the
+agent's work tree. Files the repository ignores (an in-place build) are
+kept; untracked ones are removed, as for every source.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 
 from megaflow.core.errors import InvalidInput, SandboxError
-from megaflow.datasets.instance import SWEInstance
+from megaflow.datasets.instance import ImageSource, SWEInstance
 from megaflow.datasets.sources import BUNDLE_NAME, source_archive
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 
@@ -38,6 +46,8 @@ GIT_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 _NO_HISTORY = "no-history"  # what the script prints when the source has no base commit
+IMAGE_REPO_KEEP = "/.megaflow-image-repo"
+"""Where an image's repository directory is kept after its first preparation."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +63,33 @@ def environment_spec(instance: SWEInstance, base: EnvironmentSpec | None = None)
     the workspace and git settings tasks rely on. The repository itself is
     placed by :func:`prepare_sandbox`, which works on every runtime."""
     spec = base or EnvironmentSpec()
-    return spec.model_copy(update={"workdir": WORKDIR, "env": {**spec.env, **GIT_ENV}})
+    update: dict[str, object] = {"workdir": WORKDIR, "env": {**spec.env, **GIT_ENV}}
+    if isinstance(instance.megaflow_source, ImageSource):
+        update["image"] = instance.megaflow_source.image
+    return spec.model_copy(update=update)
+
+
+def _from_image(source: ImageSource) -> str:
+    """Shell lines putting the image's repository into the workspace (the cwd)."""
+    if source.path == WORKDIR:
+        return ""
+    path, keep = shlex.quote(source.path), shlex.quote(IMAGE_REPO_KEEP)
+    return f"""if [ ! -L {path} ]; then
+  [ -d {path} ] || {{ echo "the image has no directory {path}" >&2; exit 3; }}
+  rm -rf {keep}; mv {path} {keep}; ln -s "$PWD" {path}
+fi
+cp -a {keep}/. .
+"""
 
 
 def _script(instance: SWEInstance) -> str:
     base = shlex.quote(instance.base_commit)
+    source = instance.megaflow_source
+    image = isinstance(source, ImageSource)
+    # an image's ignored files are its in-place build; a host source never ships them
+    clean = "git clean -ffdq" if image else "git clean -ffdqx"
     return f"""set -e
+{_from_image(source) if isinstance(source, ImageSource) else ""}
 src=$(mktemp -d /tmp/.megaflow-src.XXXXXX)
 trap 'rm -rf "$src"' EXIT
 if [ -f {BUNDLE_NAME} ]; then
@@ -76,7 +107,7 @@ if [ -d "$src/git" ]; then
   git init -q -b {BRANCH} .
   git fetch -q --no-tags "$src/git" refs/megaflow/base
   git checkout -q -f -B {BRANCH} FETCH_HEAD
-  git clean -ffdqx
+  {clean}
   rm -f .git/FETCH_HEAD .git/ORIG_HEAD
 else
   git init -q -b {BRANCH} .
@@ -104,12 +135,15 @@ async def prepare_sandbox(sandbox: Sandbox, instance: SWEInstance) -> PreparedRe
     Raises ``InvalidInput`` when the source does not hold ``base_commit`` (a
     git source without it, or a plain directory whose snapshot commit differs).
     """
-    await sandbox.upload(source_archive(instance.megaflow_source), WORKDIR)
+    if not isinstance(instance.megaflow_source, ImageSource):
+        await sandbox.upload(source_archive(instance.megaflow_source), WORKDIR)
     out = await run_checked(
         sandbox, _script(instance), f"preparing the repository of {instance.instance_id}"
     )
     head = out.strip().splitlines()[-1] if out.strip() else ""
-    where = f"instance {instance.instance_id!r}: megaflow_source {instance.megaflow_source.path}"
+    src = instance.megaflow_source
+    shown = f"{src.image}:{src.path}" if isinstance(src, ImageSource) else src.path
+    where = f"instance {instance.instance_id!r}: megaflow_source {shown}"
     if head == _NO_HISTORY:
         raise InvalidInput(f"{where}: its history has no commit {instance.base_commit}")
     if head != instance.base_commit:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from megaflow.core.errors import InvalidInput, NotFound
-from megaflow.datasets.instance import DirSource, GitBundleSource, TarballSource
+from megaflow.datasets.instance import DirSource, GitBundleSource, ImageSource, TarballSource
 
 BUNDLE_NAME = ".megaflow-repo.bundle"
 DEFAULT_MAX_SOURCE_MB = 2048
@@ -34,7 +34,7 @@ _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _MIB = 1024 * 1024
 _READ_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
 
-Source = DirSource | TarballSource | GitBundleSource
+Source = DirSource | TarballSource | GitBundleSource | ImageSource
 
 
 def _too_large(what: str, path: Path, size: int, limit: int, exact: bool = True) -> InvalidInput:
@@ -143,7 +143,10 @@ def _strip_tar(src: Path, limit: int | None) -> bytes:
 def check_source_size(source: Source, limit: int | None = DEFAULT_MAX_SOURCE_BYTES) -> int:
     """The bytes ``source`` would copy; raise ``InvalidInput`` once over ``limit``
     (``None``: no cap), before anything is read into memory. A missing source
-    measures 0 here; :func:`source_archive` reports it."""
+    measures 0 here; :func:`source_archive` reports it. An image copies nothing
+    from the host: 0."""
+    if isinstance(source, ImageSource):
+        return 0
     path = Path(source.path)
     if isinstance(source, DirSource):
         return _dir_size(path, limit) if path.is_dir() else 0
@@ -160,6 +163,10 @@ def check_source_size(source: Source, limit: int | None = DEFAULT_MAX_SOURCE_BYT
 def source_archive(source: Source, limit: int | None = DEFAULT_MAX_SOURCE_BYTES) -> bytes:
     """The repository of ``source`` as an uncompressed tar to unpack in the workspace.
     A source over ``limit`` bytes raises ``InvalidInput`` before it is copied."""
+    if isinstance(source, ImageSource):
+        raise InvalidInput(
+            f"the repository of image {source.image!r} is inside the image, not on this host"
+        )
     path = Path(source.path)
     if isinstance(source, DirSource):
         if not path.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import posixpath
 import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal, Self
 
@@ -186,3 +187,8 @@ class Runtime(Lifecycle, abc.ABC):
     @abc.abstractmethod
     async def reap_orphans(self) -> int:
         """Remove sandboxes, cgroups, mounts and directories left by a dead process."""
+
+    async def prefetch(self, specs: Sequence[EnvironmentSpec]) -> None:
+        """Load ahead, in the background, what sandboxes of ``specs`` (the next to
+        start, first first) will need; a later call replaces the list. Runtimes
+        with nothing to load (one root for every sandbox) need not override it."""

@@ -79,6 +79,30 @@ class LocalRuntimeConfig(_Cfg):
         return LocalRuntime(self, metrics=metrics)
 
 
+class ImageCacheConfig(_Cfg):
+    """Per-task images: where a missing one comes from, how many are kept, how far ahead."""
+
+    archive_dir: str | None = Field(
+        None,
+        description="Folder of image archives (`docker save` / `podman save` tarballs) named "
+        "`<image, each character outside [A-Za-z0-9._-] as _>.tar`, loaded on first use.",
+    )
+    mirror: str | None = Field(
+        None,
+        description="Registry mirror (host[:port][/prefix]) a missing image is pulled from, "
+        "as <mirror>/<repository path>, before its own registry.",
+    )
+    max_cache_gb: float | None = Field(
+        None,
+        gt=0,
+        description="Most GB of images the runtime loaded itself to keep; past it the least "
+        "recently used one no container uses is removed. None: no bound.",
+    )
+    prefetch: int = Field(
+        2, ge=0, description="Images of the upcoming tasks loaded ahead, in the background."
+    )
+
+
 class ContainerRuntimeConfig(_Cfg):
     """Containers through the Docker Engine API (Docker or Podman's service)."""
 
@@ -101,6 +125,10 @@ class ContainerRuntimeConfig(_Cfg):
     setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")
     max_connections: int = Field(64, ge=1, description="Connection pool size to the engine.")
     reap_on_start: bool = Field(True, description="Reap orphaned containers when starting.")
+    images: ImageCacheConfig = Field(
+        default_factory=ImageCacheConfig,
+        description="Image archives, registry mirror, cache bound and pre-loading.",
+    )
 
     def build(self, metrics: EnvironmentMetrics | None = None) -> Runtime:
         from megaflow.environment.container import ContainerRuntime

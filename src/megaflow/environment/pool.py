@@ -21,6 +21,7 @@ import contextlib
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -113,6 +114,10 @@ class SandboxPool(Lifecycle):
         pool = self._pool(spec)
         while len(pool.idle) + pool.starting < self.spares_wanted(pool):
             await self._start_spare(pool)
+
+    async def prefetch(self, specs: Sequence[EnvironmentSpec]) -> None:
+        """Tell the runtime which specs start next (:meth:`Runtime.prefetch`)."""
+        await self.runtime.prefetch(specs)
 
     async def acquire(
         self, spec: EnvironmentSpec, owner: str | None = None, task_deadline: float | None = None

@@ -5,8 +5,9 @@
 use and runs the SDK's blocking calls off the event loop: short calls on a
 control pool, exec output streams on a pool of their own, sized like the
 connection pool, so a timeout's kill and other short calls never wait
-behind long commands. It also resolves images (once per engine) and knows
-the engine's CPUs and memory, which the runtime checks specs against.
+behind long commands. It also holds the image cache (images resolved once
+per engine, a size bound, loading ahead) and knows the engine's CPUs and
+memory, which the runtime checks specs against.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from docker.errors import DockerException
 
 from megaflow.core.errors import TransportError
 from megaflow.environment.config import ContainerRuntimeConfig
+from megaflow.environment.container.image_cache import ImageCache
 from megaflow.environment.container.images import ImageResolver
 
 DEFAULT_SOCKETS = ("/var/run/docker.sock", "/run/podman/podman.sock")
@@ -55,7 +57,7 @@ class Engine:
         self.config = config
         self.url: str | None = None
         """The engine URL in use, once connected."""
-        self.images: ImageResolver | None = None
+        self.images: ImageCache | None = None
         self._image_loaded = image_loaded
         self._client: docker.DockerClient | None = None
         self._ctl: ThreadPoolExecutor | None = None
@@ -79,7 +81,8 @@ class Engine:
                 errors.append(f"{url}: {e}")
                 continue
             self._client, self.url = c, url
-            self.images = ImageResolver(c, self.config.pull, self._image_loaded)
+            resolver = ImageResolver(c, self.config.pull, self._image_loaded, self.config.images)
+            self.images = ImageCache(resolver, c, self.config.images)
             return c
         raise TransportError(
             f"no container engine answered at {', '.join(engine_urls(self.config.base_url))}; "

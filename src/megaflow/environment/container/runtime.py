@@ -10,9 +10,12 @@ deadline and the host, pid and instance of the runtime that made it, so
 crash (:mod:`megaflow.environment.container.labels`). The engine's client
 and threads are an :class:`~megaflow.environment.container.engine.Engine`,
 which also resolves images once per runtime (a name present in the engine,
-a pulled name, or a root-filesystem tarball or directory imported under a
-content-addressed tag); the time that took is kept in
-``image_load_seconds``, apart from the sandboxes' start times.
+one loaded from an archive folder or pulled from a mirror or its registry, or
+a root-filesystem tarball or directory imported under a content-addressed
+tag); the time that took is kept in ``image_load_seconds``, apart from the
+sandboxes' start times. The images it brought in are cached under a size
+bound and loaded ahead for upcoming specs (:meth:`ContainerRuntime.prefetch`,
+:mod:`megaflow.environment.container.image_cache`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import builtins
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import docker
@@ -72,7 +75,7 @@ class ContainerRuntime(Runtime):
     def image_load_seconds(self) -> dict[str, float]:
         """Per image given in a spec: seconds its first use spent loading or pulling it."""
         images = self.engine.images
-        return dict(images.load_seconds) if images else {}
+        return dict(images.resolver.load_seconds) if images else {}
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A short blocking engine call, off the event loop (:meth:`Engine.run`)."""
@@ -111,16 +114,9 @@ class ContainerRuntime(Runtime):
             raise SandboxStartError(str(e)) from e
         images = self.engine.images
         assert images is not None
-        image = spec.image
         try:
-            if image == "host":
-                if not self.config.host_image:
-                    raise SandboxStartError(
-                        "image 'host' (the host's root) cannot run in a container; give an image "
-                        "name or a root-filesystem tarball, or set host_image in the runtime config"
-                    )
-                image = self.config.host_image
-            ref = await images.resolve(image)
+            image = self._image_of(spec)
+            ref = await images.acquire(image)
         except SandboxStartError:
             self._failed("start")
             raise
@@ -144,7 +140,7 @@ class ContainerRuntime(Runtime):
             )
             await self.run(self._check_limits, spec)
             container = await self.run(client.containers.create, **kwargs)
-            sandbox = ContainerSandbox(self, client, container.id, info, spec)
+            sandbox = ContainerSandbox(self, client, container.id, info, spec, image)
             await self.run(container.start)
             await self._populate(sandbox, spec)
         except BaseException as e:
@@ -153,6 +149,7 @@ class ContainerRuntime(Runtime):
                 self.metrics.moved(self.name, info.state, None)
             if container is not None:
                 await asyncio.shield(self.run(self.remove_container, container.id))
+            images.release(image)
             if isinstance(e, SandboxStartError) or not isinstance(e, Exception):
                 raise
             raise SandboxStartError(
@@ -164,6 +161,29 @@ class ContainerRuntime(Runtime):
             self.metrics.start_seconds.labels(self.name, "cold").observe(sandbox.start_seconds)
         self._mine[info.id] = sandbox
         return sandbox
+
+    def _image_of(self, spec: EnvironmentSpec) -> str:
+        if spec.image != "host":
+            return spec.image
+        if not self.config.host_image:
+            raise SandboxStartError(
+                "image 'host' (the host's root) cannot run in a container; give an image "
+                "name or a root-filesystem tarball, or set host_image in the runtime config"
+            )
+        return self.config.host_image
+
+    async def prefetch(self, specs: Sequence[EnvironmentSpec]) -> None:
+        """Load the images of upcoming specs ahead, ``images.prefetch`` at a time,
+        in the order given; later calls replace the list."""
+        await self.run(self.client)
+        assert self.engine.images is not None
+        upcoming = [self._image_of(s) for s in specs if s.image != "host" or self.config.host_image]
+        self.engine.images.plan(upcoming)
+
+    def release_image(self, image: str) -> None:
+        """A sandbox of ``image`` is gone (its ``destroy`` calls this)."""
+        if self.engine.images is not None:
+            self.engine.images.release(image)
 
     def _check_limits(self, spec: EnvironmentSpec) -> None:
         ncpu, mem_total = self.engine.facts()

@@ -46,9 +46,12 @@ class ContainerSandbox(Sandbox):
         container_id: str,
         info: SandboxInfo,
         spec: EnvironmentSpec,
+        image: str | None = None,
     ) -> None:
         self.info = info
         self.spec = spec
+        self.image = image or spec.image
+        """The image the runtime resolved (``host`` is its ``host_image``)."""
         self.container_id = container_id
         self.start_seconds = 0.0
         """Seconds from create to ready, not counting the image load."""
@@ -61,7 +64,7 @@ class ContainerSandbox(Sandbox):
     @property
     def image_load_seconds(self) -> float:
         """Seconds the runtime spent loading this sandbox's image on its first use."""
-        return self._runtime.image_load_seconds.get(self.spec.image, 0.0)
+        return self._runtime.image_load_seconds.get(self.image, 0.0)
 
     def set_state(self, state: Literal["ready", "busy", "stopped"]) -> None:
         if self._runtime.metrics and state != self.info.state:
@@ -258,6 +261,7 @@ class ContainerSandbox(Sandbox):
                 self._runtime.metrics.failed("container", "teardown")
             raise
         finally:
+            self._runtime.release_image(self.image)
             if self._runtime.metrics:
                 self._runtime.metrics.moved("container", "stopped", None)
         if self._runtime.metrics:
