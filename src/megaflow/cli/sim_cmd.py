@@ -119,9 +119,27 @@ def train(
     ),
     init: Path | None = typer.Option(None, "--init", help="Go on training this checkpoint."),
     seed: int = typer.Option(0, "--seed", help="Seed of the traces, the sampling and the net."),
+    from_run: str | None = typer.Option(
+        None, "--from-run", help="Fine-tune on this run's recorded decisions instead (AWR)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="With --from-run: a run config naming the artifact store."
+    ),
+    artifacts: str = typer.Option(
+        ".megaflow/artifacts",
+        "--artifacts",
+        help="With --from-run, without --config: the local artifact store's directory.",
+    ),
 ) -> None:
-    """Train the learned policy (actor-critic) on generated traces; write a checkpoint."""
+    """Train the learned policy (actor-critic) on generated traces, or fine-tune it on a
+    live run's recorded decisions (--from-run); write a checkpoint."""
     import random
+
+    if from_run is not None:
+        from megaflow.cli.sim_finetune import finetune_from_run
+
+        finetune_from_run(from_run, out, init, config, artifacts, iterations, seed)
+        return
 
     from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint, save_checkpoint
     from megaflow.sim.families import TRAIN_SEEDS, family

@@ -55,6 +55,17 @@ class LearnedPolicyConfig(_Cfg):
         True, description="Take the most likely choice; false samples from the policy (seeded)."
     )
     seed: int = Field(0, description="Seed of the sampling when greedy is false.")
+    record: bool = Field(
+        True,
+        description="Record each decision (the candidates' features, the choice) and how its "
+        "placement ended to the run's artifact store, for `megaflow sim train --from-run`.",
+    )
+    record_every: int = Field(
+        256, ge=1, description="Lines per chunk written; a crash loses at most the unwritten ones."
+    )
+    record_max: int = Field(
+        20_000, ge=0, description="Decisions one scheduler records at most, then no more."
+    )
 
     @field_validator("checkpoint")
     @classmethod

@@ -38,6 +38,9 @@ _Key = tuple[str, int, float, int, int]
 """A class of waiting tasks: type, priority, CPU, memory, GPU."""
 Chooser = Callable[["Array", "Array"], int]
 """Picks one candidate: (candidate rows, critic state) -> row index."""
+Recorder = Callable[[PendingTask, "Array", "Array", int, float, float], None]
+"""Told each placed decision: (task, rows, state, row chosen, its probability, now)
+(:class:`~megaflow.scheduler.decision_log.DecisionLog`)."""
 
 
 def _key(spec: TaskSpec) -> _Key:
@@ -94,6 +97,7 @@ class LearnedPolicy(SchedulingPolicy):
         self.rng = random.Random(seed)
         self.max_classes = max_classes
         self.chooser: Chooser = chooser or self.choose
+        self.record: Recorder | None = None
         self.estimates = RunTimeEstimates()
         self._classes: dict[_Key, list[tuple[int, int, PendingTask]]] = {}
         self._token: dict[str, int] = {}
@@ -158,6 +162,14 @@ class LearnedPolicy(SchedulingPolicy):
         z = [math.exp(v - float(logits.max())) for v in logits.tolist()]
         return self.rng.choices(range(len(z)), weights=z)[0]
 
+    def probability(self, rows: Array, chosen: int) -> float:
+        """The chance of row ``chosen`` under the network's softmax (1 when greedy)."""
+        if self.greedy or self.net is None:
+            return 1.0
+        logits = self.net.logits(rows).astype("float64")
+        z = [math.exp(v - float(logits.max())) for v in logits.tolist()]
+        return z[chosen] / sum(z)
+
     def decide(
         self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
         scan_limit: int,
@@ -172,11 +184,14 @@ class LearnedPolicy(SchedulingPolicy):
             if not actions:
                 break
             rows, state = self.features(actions, region)
-            key, task, inst, _ = actions[self.chooser(rows, state)]
+            chosen = self.chooser(rows, state)
+            key, task, inst, _ = actions[chosen]
             if not admit(task, inst):
                 blocked.add(key)
                 continue
             self._take(key)
+            if self.record is not None:
+                self.record(task, rows, state, chosen, self.probability(rows, chosen), self.now)
             region.reserve(inst, task.spec)
             out.append(Decision(task, inst))
         return out

@@ -48,6 +48,7 @@ from megaflow.scheduler.attempts import AttemptRunner
 from megaflow.scheduler.autoscale import ThresholdAutoscaler, local_instance
 from megaflow.scheduler.book import TaskBook
 from megaflow.scheduler.config import SchedulerConfig
+from megaflow.scheduler.decision_log import DecisionLog
 from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.dispatcher import Dispatcher
 from megaflow.scheduler.fleet import Instance
@@ -107,6 +108,8 @@ class Scheduler(Lifecycle):
         self.runner: AttemptRunner | None = None
         self.fleet_watch: FleetWatch | None = None
         self.dispatcher: Dispatcher | None = None
+        self.decisions: DecisionLog | None = None
+        """The learned policy's recorded decisions (``policy.record``), else None."""
 
     # -- the shared task book, for progress and tests ---------------------------
     @property
@@ -155,7 +158,12 @@ class Scheduler(Lifecycle):
             return
         self._started = True
         loop = self.loop = asyncio.get_running_loop()
-        core = self.core = DispatchCore(self.config)
+        decisions = self.decisions = DecisionLog.build(self.config, self.stores.artifacts)
+        core = self.core = DispatchCore(
+            self.config, None if decisions is None else decisions.make_queue
+        )
+        if decisions is not None:
+            core.listeners.append(decisions.observe)
         kick = self._wake.set
         runner = self.runner = AttemptRunner(
             executor=self.executor, book=self.book, core=core, writer=self.writer,
@@ -207,6 +215,8 @@ class Scheduler(Lifecycle):
         if self._sub is not None:
             await self._sub.close()
             self._sub = None
+        if self.decisions is not None:
+            await self.decisions.close()
         await self.writer.stop()
         await self.executor.stop()
 
