@@ -11,6 +11,9 @@ timed out, cancelled), so it has no reward (``null``, never 0).
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +176,7 @@ def _report_problems(samples: list[StoredSample]) -> None:
 
 
 def _export_training(
-    run_id: str, fmt: Format, target: Path, db: str, config: Path | None, artifacts: str
+    run_id: str, fmt: Format, target: Path | None, db: str, config: Path | None, artifacts: str
 ) -> None:
     try:
         art_cfg = storage_of(config).artifacts if config else LocalArtifactsConfig(root=artifacts)
@@ -183,20 +186,37 @@ def _export_training(
         fail(f"no artifact store at {art_cfg.root}; pass --artifacts DIR or --config FILE")
     samples = with_store(db, lambda s: _training_samples(s, run_id, art_cfg), config)
     try:
-        n = write_training(samples, target, fmt)
+        n = _written(lambda path: write_training(samples, path, fmt), target, fmt)
     except ImportError:
         fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
-    except OSError as exc:
-        fail(f"cannot write {target}: {exc}")
     _report_problems(samples)
     masked = sum(1 for s in samples if s.as_training_sample().masked)
-    console.print(f"wrote {n} training rows ({masked} masked) to {target}")
+    err_console.print(f"wrote {n} training rows ({masked} masked) to {target or 'stdout'}")
+
+
+def _written(write: Callable[[Path], int], target: Path | None, fmt: str) -> int:
+    """Run ``write`` on ``target``, or, with no target, on a scratch file copied to stdout
+    (Parquet only into a pipe or a file: it is binary)."""
+    if target is not None:
+        try:
+            return write(target)
+        except OSError as exc:
+            fail(f"cannot write {target}: {exc}")
+    if fmt == "parquet" and sys.stdout.isatty():
+        fail("parquet is binary: pass -o FILE, or pipe stdout into a file")
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / f"export.{fmt}"
+        n = write(scratch)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(scratch.read_bytes())
+        sys.stdout.flush()
+    return n
 
 
 def export(
     run_id: str = typer.Argument(..., help="A run id."),
     fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output file."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output file; stdout if omitted."),
     training: bool = typer.Option(
         False, "--training", help="One token-level training row per sample (ids, logprobs, mask)."
     ),
@@ -209,29 +229,24 @@ def export(
     config: Path | None = ConfigOption,
 ) -> None:
     """Write a run's tasks and results (or, with --training, its training samples)
-    to a JSONL or Parquet file."""
+    as JSONL or Parquet, to FILE or, without -o, to stdout."""
     if fmt not in ("jsonl", "parquet"):
         fail(f"unknown export format {fmt!r}; use jsonl or parquet")
-    target = out or Path(f"{run_id.replace('/', '_')}{'.training' if training else ''}.{fmt}")
     if training:
-        _export_training(
-            run_id, "jsonl" if fmt == "jsonl" else "parquet", target, db, config, artifacts
-        )
+        kind: Format = "jsonl" if fmt == "jsonl" else "parquet"
+        _export_training(run_id, kind, out, db, config, artifacts)
         return
     rows = with_store(db, lambda s: _rows(s, run_id), config)
-    try:
-        _write_rows(rows, target, fmt)
-    except OSError as exc:
-        fail(f"cannot write {target}: {exc}")
-    console.print(f"wrote {len(rows)} rows to {target}")
+    _written(lambda path: _write_rows(rows, path, fmt), out, fmt)
+    err_console.print(f"wrote {len(rows)} rows to {out or 'stdout'}")
 
 
-def _write_rows(rows: list[dict[str, Any]], target: Path, fmt: str) -> None:
+def _write_rows(rows: list[dict[str, Any]], target: Path, fmt: str) -> int:
     if fmt == "jsonl":
         with target.open("w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-        return
+        return len(rows)
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -247,3 +262,4 @@ def _write_rows(rows: list[dict[str, Any]], target: Path, fmt: str) -> None:
         for r in rows
     ]
     pq.write_table(pa.Table.from_pylist(flat), target)
+    return len(rows)
