@@ -22,11 +22,16 @@ from megaflow.rpc.config import SERVABLE, ClusterConfig, load_cluster_config
 app = typer.Typer(help="Validate run and cluster configs.", no_args_is_help=True)
 
 
+_CLUSTER_MAX_BYTES = 1 << 20  # a cluster config is a page; a larger file is read as a run
+
+
 def _is_cluster(file: Path) -> bool:
     try:
+        if file.stat().st_size > _CLUSTER_MAX_BYTES:
+            return False
         data = yaml.safe_load(file.read_text())
-    except (OSError, yaml.YAMLError):
-        return False  # the run config loader reports it
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):
+        return False  # not readable as YAML: the run config loader reports why
     return (
         isinstance(data, dict)
         and bool(data)
