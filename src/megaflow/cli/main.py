@@ -19,8 +19,7 @@ from megaflow.cli import (
     sim_cmd,
     tasks_cmd,
     top_cmd,
-    train_cmd,
-    train_plan_cmd,
+    train_group,
 )
 from megaflow.cli.common import console
 from megaflow.cli.model_cmd import serve_model
@@ -36,8 +35,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("run")(run_cmd.run)
-app.command("train")(train_cmd.train)
-app.command("plan")(train_plan_cmd.plan_cmd)
+train_group.register(app)  # train (run, plan, diagnose) and the plan alias
 app.command("status")(inspect_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)

@@ -14,6 +14,12 @@ pointer is either the old one or the new one.
 
 ``latest`` also lists the checkpoints kept (``keep_checkpoints``); a save
 deletes every other key under the prefix.
+
+An asynchronous save (``async_checkpoint``) gathers the state as usual, then
+takes copies of its tensors (:func:`owned`) so the steps that follow cannot
+change what is being written, and writes and uploads in the background in
+the same order, pointer last: a process that dies meanwhile leaves the
+previous checkpoint as ``latest``.
 """
 
 from __future__ import annotations
@@ -65,6 +71,25 @@ def _single_process() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
         yield
+
+
+def owned(state: FullState) -> FullState:
+    """``state`` with every tensor copied: nothing in it aliases live training state."""
+
+    def copy(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x.detach().clone()
+        if isinstance(x, dict):
+            return {k: copy(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [copy(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(copy(v) for v in x)
+        return x
+
+    return FullState(
+        copy(state.model), copy(state.optim), copy(state.rng), state.step, state.version
+    )
 
 
 def check_extra(extra: dict[str, Any]) -> str:
@@ -124,6 +149,11 @@ def _files(local: Path) -> list[str]:
 
 def _dir_name(step: int) -> str:
     return f"step-{step:08d}"
+
+
+def checkpoint_key(prefix: str, step: int) -> str:
+    """The key prefix the checkpoint of ``step`` is published under."""
+    return f"{prefix}/{_dir_name(step)}"
 
 
 async def _pointer(store: ArtifactStore, prefix: str) -> dict[str, Any] | None:

@@ -6,7 +6,10 @@ sample is its reward minus its group's mean (optionally divided by the
 group's standard deviation), the policy term is PPO's clipped importance
 ratio against the logprobs the sampler recorded, an optional KL penalty
 pulls towards a frozen copy of the initial model, and the per-token losses
-are averaged over tokens or over sequences. See ``docs/train.md``.
+are averaged over tokens or over sequences. How the ranks share the model
+(``strategy``), the optimizer (AdamW or 1-bit Adam), the learning-rate and
+batch-size schedules, checkpoint timing and the metrics log are fields too.
+See ``docs/train.md`` and ``docs/train-scale.md``.
 
 This module imports neither torch nor transformers.
 """
@@ -15,7 +18,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from megaflow.train.plan_config import Hardware
+
+Strategy = Literal["fsdp", "auto", "ddp", "zero2", "zero3", "hsdp", "zero3_offload"]
+#: Strategies under which every rank holds whole, unaveraged gradients (1-bit Adam's need).
+UNSHARDED = ("ddp", "auto")
 
 
 class TrainerConfig(BaseModel):
@@ -91,6 +100,80 @@ class TrainerConfig(BaseModel):
         2, ge=1, description="Complete checkpoints kept; older ones are deleted after a save."
     )
     seed: int = Field(0, description="Seed of every rank's random generators (plus its rank).")
+    strategy: Strategy = Field(
+        "fsdp",
+        description="How several ranks share the model: 'fsdp' FSDP2 full sharding of every "
+        "block and the whole model (the default); 'auto' the sharding planner's choice from "
+        "the model's parameter count and this machine (reported when the trainer starts); "
+        "'ddp', 'zero2', 'zero3', 'hsdp', 'zero3_offload' as in docs/train-scale.md. "
+        "Ignored with one rank.",
+    )
+    devices_per_node: int | None = Field(
+        None,
+        ge=1,
+        description="Ranks per node, for 'hsdp' and the planner; None: LOCAL_WORLD_SIZE "
+        "under torchrun, else every rank on one node.",
+    )
+    hardware: Hardware | None = Field(
+        None,
+        description="'auto': the hardware the planner assumes (device memory, links); "
+        "None: this machine's memory per rank and the planner's default links.",
+    )
+    plan_seq_len: int = Field(
+        2048, ge=1, description="'auto': the sequence length the planner counts activations for."
+    )
+    optimizer: Literal["adamw", "onebit_adam"] = Field(
+        "adamw",
+        description="'adamw', or 'onebit_adam' (1-bit Adam: momentum exchanged as signs after "
+        "a warm-up; needs whole gradients, so strategy 'ddp' or 'auto' with several ranks).",
+    )
+    onebit_warmup_steps: int = Field(
+        100, ge=1, description="1-bit Adam: steps of full-precision Adam before compression."
+    )
+    onebit_block: int = Field(
+        1024, ge=8, multiple_of=8, description="1-bit Adam: elements sharing one scale."
+    )
+    lr_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none",
+        description="Scale `lr` with the step's global batch (samples trained) against "
+        "`lr_base_batch`: linearly, by the square root, or not at all.",
+    )
+    lr_base_batch: int = Field(
+        64, ge=1, description="The global batch (samples) at which `lr` applies unscaled."
+    )
+    batch_warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Over the first K steps, train on the first ceil(n * k / K) of the n "
+        "groups given at step k (the rest are left out and counted); 0: off.",
+    )
+    checkpoint_every_s: float | None = Field(
+        None,
+        gt=0,
+        description="Also checkpoint when this many seconds passed since the last save "
+        "(or the start); None: by steps only.",
+    )
+    async_checkpoint: bool = Field(
+        False,
+        description="Write and upload a checkpoint in the background after its state is "
+        "copied, so training continues meanwhile; one save in flight at a time.",
+    )
+    metrics_path: str | None = Field(
+        None,
+        description="Append every step's statistics and per-rank timings to this JSON-lines "
+        "file from a background thread (`megaflow train diagnose` reads it); None: no log.",
+    )
+
+    @model_validator(mode="after")
+    def _onebit_needs_whole_gradients(self) -> TrainerConfig:
+        sharded = self.strategy not in UNSHARDED
+        if self.optimizer == "onebit_adam" and self.world_size > 1 and sharded:
+            raise ValueError(
+                f"optimizer onebit_adam cannot run under strategy {self.strategy!r}: "
+                "sharding averages gradients in full precision before the optimizer "
+                "sees them; use strategy 'ddp' (or 'auto')"
+            )
+        return self
 
     @property
     def clip_high(self) -> float:

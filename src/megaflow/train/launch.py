@@ -22,6 +22,9 @@
 
 The backend is gloo on CPU and NCCL with one GPU per rank (``LOCAL_RANK``);
 ``auto`` picks NCCL when CUDA is available. Only gloo on CPU is tested here.
+The sharding strategy is resolved once, before any rank starts
+(:mod:`megaflow.train.strategy`; under torchrun every rank takes rank 0's),
+and the Trainer reports it (``Trainer.strategy``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ import torch.multiprocessing as mp
 from megaflow.core.errors import ConfigError
 from megaflow.train import protocol
 from megaflow.train.config import TrainerConfig
+from megaflow.train.plan_config import GB
+from megaflow.train.strategy import Resolved, resolve
 from megaflow.train.trainer import Trainer
 from megaflow.train.worker import RankWorker, check_model_dir
 
@@ -64,8 +69,34 @@ def _device(backend: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def _resolve(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> Resolved:
+    gpu_gb = None
+    if backend == "nccl":
+        gpu_gb = torch.cuda.get_device_properties(0).total_memory / GB
+    return resolve(model_dir, config, world, gpu_gb)
+
+
+def _agree(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> Resolved:
+    """Under torchrun: every rank applies rank 0's strategy, or fails with its error."""
+    try:
+        mine: Resolved | str = _resolve(model_dir, config, world, backend)
+    except ConfigError as exc:
+        mine = str(exc)
+    agreed: list[Any] = [mine]
+    dist.broadcast_object_list(agreed, src=0)
+    if isinstance(agreed[0], str):
+        dist.destroy_process_group()
+        raise ConfigError(agreed[0], [("train.strategy", "rank 0 could not resolve it")])
+    return agreed[0]  # type: ignore[no-any-return]
+
+
 def _build(
-    model_dir: str | Path, config: TrainerConfig, rank: int, world: int, backend: str
+    model_dir: str | Path,
+    config: TrainerConfig,
+    rank: int,
+    world: int,
+    backend: str,
+    strategy: str,
 ) -> RankWorker:
     """Build this rank's worker, then learn whether every rank managed to."""
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
@@ -78,6 +109,7 @@ def _build(
             rank=rank,
             world_size=world,
             device=_device(backend, local_rank),
+            strategy=strategy,
         )
     except Exception as exc:
         error = f"rank {rank}: {type(exc).__name__}: {exc}"
@@ -104,13 +136,19 @@ def _join(backend: str, rank: int, world: int, config: TrainerConfig, port: int)
 
 
 def _spawned_rank(
-    rank: int, world: int, port: int, model_dir: str, config_json: str, backend: str
+    rank: int,
+    world: int,
+    port: int,
+    model_dir: str,
+    config_json: str,
+    backend: str,
+    strategy: str,
 ) -> None:
     """Entry point of a spawned rank > 0."""
     config = TrainerConfig.model_validate_json(config_json)
     _join(backend, rank, world, config, port)
     try:
-        worker = _build(model_dir, config, rank, world, backend)
+        worker = _build(model_dir, config, rank, world, backend, strategy)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return
@@ -118,8 +156,11 @@ def _spawned_rank(
     dist.destroy_process_group()
 
 
-def _spawn(model_dir: str | Path, config: TrainerConfig, backend: str) -> Trainer:
+def _spawn(
+    model_dir: str | Path, config: TrainerConfig, backend: str, resolved: Resolved
+) -> Trainer:
     world = config.world_size
+    strategy = resolved.strategy
     timeout = timedelta(seconds=config.timeout_s)
     store = dist.TCPStore(  # type: ignore[attr-defined]
         _HOST, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
@@ -128,7 +169,15 @@ def _spawn(model_dir: str | Path, config: TrainerConfig, backend: str) -> Traine
     procs = [
         ctx.Process(
             target=_spawned_rank,
-            args=(r, world, store.port, str(model_dir), config.model_dump_json(), backend),
+            args=(
+                r,
+                world,
+                store.port,
+                str(model_dir),
+                config.model_dump_json(),
+                backend,
+                strategy,
+            ),
             daemon=True,
         )
         for r in range(1, world)
@@ -145,20 +194,20 @@ def _spawn(model_dir: str | Path, config: TrainerConfig, backend: str) -> Traine
 
     try:
         dist.init_process_group(backend, store=store, rank=0, world_size=world, timeout=timeout)
-        worker = _build(model_dir, config, 0, world, backend)
+        worker = _build(model_dir, config, 0, world, backend, strategy)
     except BaseException:
         for p in procs:
             p.kill()
         reap()
         raise
-    return Trainer(worker, on_close=reap)
+    return Trainer(worker, on_close=reap, resolved=resolved)
 
 
 def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
     """The Trainer on rank 0; on another torchrun rank, serve, then None.
-    Raises ConfigError, before any process starts, for a bad model directory
-    or backend."""
-    check_model_dir(model_dir)
+    Raises ConfigError, before any process starts, for a bad model directory,
+    backend or strategy."""
+    path = check_model_dir(model_dir)
     backend = resolve_backend(config)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         world = int(os.environ["WORLD_SIZE"])
@@ -169,13 +218,15 @@ def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
             )
         rank = int(os.environ["RANK"])
         dist.init_process_group(backend, timeout=timedelta(seconds=config.timeout_s))
-        worker = _build(model_dir, config, rank, world, backend)
+        resolved = _agree(path, config, world, backend)
+        worker = _build(model_dir, config, rank, world, backend, resolved.strategy)
         if rank == 0:
-            return Trainer(worker)
+            return Trainer(worker, resolved=resolved)
         protocol.serve(worker)
         dist.destroy_process_group()
         return None
+    resolved = _resolve(path, config, config.world_size, backend)
     if config.world_size == 1:
         local = _device(backend, 0) if backend == "nccl" else torch.device("cpu")
-        return Trainer(RankWorker(model_dir, config, device=local))
-    return _spawn(model_dir, config, backend)
+        return Trainer(RankWorker(model_dir, config, device=local), resolved=resolved)
+    return _spawn(model_dir, config, backend, resolved)

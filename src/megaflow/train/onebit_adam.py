@@ -32,6 +32,7 @@ as in DeepSpeed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -78,6 +79,7 @@ class OnebitAdam(torch.optim.Optimizer):
         self.steps = 0
         self._ddp = False
         self._comm: CompressedAllReduce | None = None
+        self.comm_s = 0.0  # wall time spent in this optimizer's own collectives
 
     @property
     def compressing(self) -> bool:
@@ -129,7 +131,9 @@ class OnebitAdam(torch.optim.Optimizer):
         compressing = self.compressing
         if world > 1 and not compressing and not self._ddp:
             flat = torch.cat([g.reshape(-1) for g in grads])
+            t0 = time.perf_counter()
             dist.all_reduce(flat, group=self.group)
+            self.comm_s += time.perf_counter() - t0
             flat /= world
             parts = torch.split(flat, [g.numel() for g in grads])
             grads = [f.view_as(g) for f, g in zip(parts, grads, strict=True)]
@@ -163,7 +167,9 @@ class OnebitAdam(torch.optim.Optimizer):
                 block=self.block,
                 group=self.group,
             )
+        t0 = time.perf_counter()
         avg = self._comm(flat)
+        self.comm_s += time.perf_counter() - t0
         for m, a in zip(moments, torch.split(avg, [m.numel() for m in moments]), strict=True):
             m.copy_(a.view_as(m))
 

@@ -6,7 +6,10 @@ buckets; ``zero2`` / ``zero3`` / ``hsdp`` / ``zero3_offload`` with FSDP2
 (``fully_shard``) on every block the model declares unsplittable and then
 on the whole model, resharded after forward or not, on a 1-D mesh or (hsdp)
 a (nodes, devices per node) mesh that replicates across nodes and shards
-within one. ``pipeline`` is :mod:`megaflow.train.pipeline`'s.
+within one. ``fsdp`` is the trainer's default: ``fully_shard`` with its own
+defaults (full sharding on a 1-D mesh of every rank) on each block, if the
+model declares any, and on the whole model. ``pipeline`` is
+:mod:`megaflow.train.pipeline`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from megaflow.core.errors import ConfigError
 
-STRATEGIES = ("ddp", "zero2", "zero3", "hsdp", "zero3_offload")
+STRATEGIES = ("fsdp", "ddp", "zero2", "zero3", "hsdp", "zero3_offload")
 
 
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -45,6 +48,13 @@ def shard(
         raise ConfigError(f"strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}")
     if strategy == "ddp":
         return DistributedDataParallel(model, gradient_as_bucket_view=True)
+    if strategy == "fsdp":
+        names = set(getattr(model, "_no_split_modules", None) or ())
+        for module in model.modules():
+            if type(module).__name__ in names:
+                fully_shard(module)
+        fully_shard(model)
+        return model
     world = dist.get_world_size()
     device = next(model.parameters()).device.type
     if strategy == "hsdp":

@@ -11,6 +11,15 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class RankTiming:
+    """Where one rank's step time went (``docs/train.md``, diagnosis)."""
+
+    compute_s: float  # forward and backward (with the collectives overlapped in them), update
+    comm_s: float  # collectives after backward: sharded gradient norm, 1-bit Adam's exchange
+    idle_s: float  # waiting for the slowest rank before those collectives
+
+
+@dataclass(frozen=True, slots=True)
 class StepStats:
     """One step of :class:`megaflow.train.trainer.Trainer`; token figures are over
     the trained tokens of every rank."""
@@ -29,6 +38,9 @@ class StepStats:
     zero_advantage_groups: int  # groups whose unmasked rewards were all equal
     masked_samples: int  # samples left out as infrastructure failures
     seconds: float  # wall time of the step
+    lr: float = 0.0  # the learning rate the step used (after lr_scaling)
+    warmup_skipped_groups: int = 0  # groups the batch-size warm-up left out
+    ranks: tuple[RankTiming, ...] = ()  # per rank, in rank order; () when nothing trained
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # ranks become a list of dicts

@@ -1,15 +1,24 @@
 """One trainer rank: the policy model, its optimizer, and what a step does.
 
 A :class:`RankWorker` loads a transformers causal LM from a local directory.
-With more than one rank, every decoder block the model declares unsplittable
-(``_no_split_modules``) and then the whole model are wrapped with FSDP2
-(``fully_shard``), so parameters, gradients and optimizer state are sharded
-across ranks. ``step`` runs the same plan on every rank
-(:mod:`megaflow.train.batching`), accumulates gradients over micro-batches,
-clips the global norm and steps AdamW. The loss of each micro-batch is
-already a share of the step's mean (:func:`megaflow.train.grpo.sample_weights`)
-and is multiplied by the world size because FSDP averages gradients across
+With more than one rank the model is wrapped for its strategy
+(:func:`megaflow.train.sharding.shard`; by default ``fsdp``: every decoder
+block the model declares unsplittable, ``_no_split_modules``, and then the
+whole model with FSDP2, so parameters, gradients and optimizer state are
+sharded across ranks; ``ddp`` replicates them). ``step`` runs the same plan
+on every rank (:mod:`megaflow.train.batching`), accumulates gradients over
+micro-batches, clips the gradient norm and steps the optimizer
+(:mod:`megaflow.train.optim`), after the schedules of
+:mod:`megaflow.train.schedule`. The loss of each micro-batch is already a
+share of the step's mean (:func:`megaflow.train.grpo.sample_weights`) and is
+multiplied by the world size because FSDP and DDP average gradients across
 ranks; one process and N ranks therefore take the same update.
+
+Each step also records, per rank, its compute time (forward and backward,
+with the collectives FSDP and DDP overlap with them), its communication
+time (the collectives after backward: the sharded gradient norm, 1-bit
+Adam's exchange) and its idle time (waiting at a barrier for the slowest
+rank before those), and gathers them into the step's statistics.
 
 Methods that gather or scatter state are collectives: every rank calls them
 in the same order (:mod:`megaflow.train.launch` arranges that).
@@ -19,7 +28,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +48,12 @@ from megaflow.train import grpo
 from megaflow.train.batching import plan
 from megaflow.train.checkpoint import FullState, read_tensors
 from megaflow.train.config import TrainerConfig
+from megaflow.train.onebit_adam import OnebitAdam
+from megaflow.train.optim import build_optimizer
 from megaflow.train.samples import TrainingSample
-from megaflow.train.stats import StepStats
+from megaflow.train.schedule import scaled_lr, warmup_groups
+from megaflow.train.sharding import shard
+from megaflow.train.stats import RankTiming, StepStats
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -64,16 +78,6 @@ def load_causal_lm(model_dir: str | Path, device: torch.device) -> Any:
         path, local_files_only=True, dtype=torch.float32
     )
     return model.to(device)
-
-
-def _shard(model: Any) -> None:
-    from torch.distributed.fsdp import fully_shard
-
-    blocks = set(getattr(model, "_no_split_modules", None) or ())
-    for module in model.modules():
-        if type(module).__name__ in blocks:
-            fully_shard(module)
-    fully_shard(model)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -115,6 +119,7 @@ class RankWorker:
         rank: int = 0,
         world_size: int = 1,
         device: torch.device | None = None,
+        strategy: str = "fsdp",
     ) -> None:
         self.config = config
         self.rank = rank
@@ -131,17 +136,13 @@ class RankWorker:
         self.ref: Any = None
         if config.kl_coef > 0:
             self.ref = load_causal_lm(model_dir, self.device).eval().requires_grad_(False)
+        self.strategy = strategy if self.distributed else "none"
         if self.distributed:
-            _shard(self.model)
-            if self.ref is not None:
-                _shard(self.ref)
-        self.optim = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=config.lr,
-            betas=config.betas,
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
+            per_node = config.devices_per_node or world_size
+            self.model = shard(self.model, strategy, devices_per_node=per_node)
+            if self.ref is not None and strategy != "ddp":  # DDP needs trainable parameters
+                self.ref = shard(self.ref, strategy, devices_per_node=per_node)
+        self.optim = build_optimizer(self.model, config)
         self.step_count = 0
         self.version = 0
 
@@ -151,26 +152,30 @@ class RankWorker:
         """One optimizer step on ``groups``; every rank passes the same groups."""
         t0 = time.perf_counter()
         cfg = self.config
+        given = len(groups)
+        groups = list(groups)[: warmup_groups(cfg, self.step_count + 1, given)]
         adv = grpo.group_advantages(groups, scale_std=cfg.scale_std, std_eps=cfg.std_eps)
         scored = grpo.sample_weights(adv.scored, cfg.loss_agg)
+        lr = scaled_lr(cfg, len(scored))
+        if cfg.lr_scaling != "none":
+            for group in self.optim.param_groups:
+                group["lr"] = lr
         mine = plan(
             scored, world_size=self.world_size, size=cfg.micro_batch, unit=cfg.micro_batch_unit
         )[self.rank]
-        sums = torch.zeros(len(grpo.STAT_FIELDS), dtype=torch.float64)
+        n_stats = len(grpo.STAT_FIELDS)
+        sums = torch.zeros(n_stats + 3 * self.world_size, dtype=torch.float64)
         grad_norm = 0.0
         if scored:
-            for i, items in enumerate(mine):
-                if self.distributed:
-                    self.model.set_requires_gradient_sync(i == len(mine) - 1)
-                sums += self._micro_step(items or [_pad_sample(self.pad_id)]).double()
-            grad_norm = self._clip()
-            self.optim.step()
-            self.optim.zero_grad(set_to_none=True)
+            timing = self._update(mine, sums)
+            grad_norm = timing.pop()
+            sums[n_stats + 3 * self.rank : n_stats + 3 * self.rank + 3] = torch.tensor(timing)
             self.step_count += 1
             self.version += 1
         if self.distributed:
             dist.all_reduce(sums)
-        ratio, clipped, kl, tokens, loss = sums.tolist()
+        ratio, clipped, kl, tokens, loss = sums[:n_stats].tolist()
+        times = sums[n_stats:].view(-1, 3).tolist()
         n = max(tokens, 1.0)
         return StepStats(
             step=self.step_count,
@@ -183,11 +188,59 @@ class RankWorker:
             grad_norm=grad_norm,
             tokens=int(tokens),
             samples=len(scored),
-            groups=len(groups),
+            groups=given,
             zero_advantage_groups=adv.zero_advantage_groups,
             masked_samples=adv.masked_samples,
             seconds=time.perf_counter() - t0,
+            lr=lr,
+            warmup_skipped_groups=given - len(groups),
+            ranks=tuple(RankTiming(*t) for t in times) if scored else (),
         )
+
+    def _update(
+        self, mine: Sequence[Sequence[grpo.Scored] | None], sums: torch.Tensor
+    ) -> list[float]:
+        """Backward over this rank's micro-batches, then clip and step; returns
+        [compute_s, comm_s, idle_s, grad_norm]."""
+        tc = time.perf_counter()
+        n_stats = len(grpo.STAT_FIELDS)
+        for i, items in enumerate(mine):
+            with self._sync(i == len(mine) - 1):
+                sums[:n_stats] += self._micro_step(items or [_pad_sample(self.pad_id)]).double()
+        compute = time.perf_counter() - tc
+        idle = 0.0
+        if self.distributed:
+            tb = time.perf_counter()
+            dist.barrier()
+            idle = time.perf_counter() - tb
+        onebit = self.optim if isinstance(self.optim, OnebitAdam) else None
+        comm_before = onebit.comm_s if onebit is not None else 0.0
+        tn = time.perf_counter()
+        grad_norm = self._clip()
+        clip_s = time.perf_counter() - tn
+        tu = time.perf_counter()
+        self.optim.step()
+        self.optim.zero_grad(set_to_none=True)
+        update_s = time.perf_counter() - tu
+        comm = (onebit.comm_s - comm_before) if onebit is not None else 0.0
+        compute += update_s - comm
+        if self.distributed and self.strategy != "ddp":
+            comm += clip_s  # the norm of sharded gradients is an all-reduce
+        else:
+            compute += clip_s
+        return [compute, comm, idle, grad_norm]
+
+    @contextmanager
+    def _sync(self, last: bool) -> Iterator[None]:
+        """Gradients are averaged across ranks in the last micro-batch's backward only."""
+        if not self.distributed:
+            yield
+        elif self.strategy == "ddp":
+            with nullcontext() if last else self.model.no_sync():
+                yield
+        else:
+            self.model.set_requires_gradient_sync(last)
+            yield
 
     def _micro_step(self, items: Sequence[grpo.Scored]) -> torch.Tensor:
         batch = grpo.collate(items, self.pad_id).to(self.device)
@@ -223,8 +276,11 @@ class RankWorker:
 
     def inference_state(self) -> dict[str, torch.Tensor]:
         """The full model state on CPU at rank 0 (``{}`` on the other ranks)."""
-        if not self.distributed:
-            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        if not self.distributed or self.strategy == "ddp":  # every rank holds it all
+            if self.rank:
+                return {}
+            model = self.model.module if self.distributed else self.model
+            return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         full = get_model_state_dict(self.model, options=_FULL)
         return {k: v for k, v in full.items() if isinstance(v, torch.Tensor)}
 
