@@ -16,7 +16,8 @@ staleness bound decides what their older samples are worth. The held-out
 split is evaluated, with the weights fixed, before training, every
 ``eval_every`` steps and after the last.
 
-A checkpoint (every ``checkpoint_every`` steps, and after the last) holds the
+A checkpoint (every ``checkpoint_every`` steps and after the last, or when
+``checkpoint_every_s`` seconds have passed since the previous one) holds the
 trainer's state and, in its ``extra``, the loop's :class:`LoopState`: the
 cursor in the planned prompt sequence and the curve so far. ``run(resume=
 True)`` restores both, pushes the restored weights, and continues from the
@@ -111,11 +112,16 @@ class TrainLoop:
             trainer = await asyncio.to_thread(open_trainer, self.cfg, self.run_id)
             try:
                 self.trainer = trainer
+                self.say(
+                    f"trainer: {trainer.world_size} rank(s), {trainer.resolved.describe()}, "
+                    f"optimizer {trainer.config.optimizer}"
+                )
                 first = await self._restore(model) if resume else 1
                 rollouts = Rollouts(job, self.incarnation)
                 if not resume:
                     await self._evaluate(rollouts, 0)
                 await self._train(rollouts, model, first)
+                await trainer.wait_checkpoint()  # an asynchronous save still uploading
             finally:
                 await asyncio.to_thread(trainer.close)
         self.curve.write(self.png)
@@ -194,7 +200,8 @@ class TrainLoop:
             last = step == tc.steps
             if last or (tc.eval_every and step % tc.eval_every == 0):
                 await self._evaluate(rollouts, step)
-            if tc.checkpoint_every and (last or step % tc.checkpoint_every == 0):
+            by_steps = tc.checkpoint_every and (last or step % tc.checkpoint_every == 0)
+            if by_steps or self.trainer.checkpoint_time_due:
                 await self._checkpoint(step)  # with this step's evaluation
 
     async def _checkpoint(self, step: int) -> None:
