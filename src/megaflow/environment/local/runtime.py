@@ -12,24 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
-from megaflow.core.errors import InvalidInput, MegaFlowError, SandboxStartError
+from megaflow.core.errors import MegaFlowError, SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec, Runtime, SandboxInfo
 from megaflow.environment.config import LocalRuntimeConfig
 from megaflow.environment.local import cgroups, launcher, seccomp, spawn, userns, workspace
 from megaflow.environment.local.images import ImageCache
+from megaflow.environment.local.limits import check_spec, mem_total
 from megaflow.environment.local.reaper import Reaper
 from megaflow.environment.local.records import SandboxRecord, process_key
 from megaflow.environment.local.sandbox import LocalSandbox
 from megaflow.environment.local.staging import Staging
 from megaflow.monitoring.environment import EnvironmentMetrics
-
-MIN_MEMORY_MB = 32  # the exec server alone needs about 10 MiB
 
 
 def _checkout_of(path: Path) -> Path | None:
@@ -39,12 +39,20 @@ def _checkout_of(path: Path) -> Path | None:
     return None
 
 
-def _mem_total() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    return 0
+T = TypeVar("T")
+
+
+async def _finished(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a worker thread, off the event loop. Cancelled meanwhile,
+    it still waits for the thread, so a teardown that follows sees everything
+    ``fn`` made (a cgroup, a directory) and removes it."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await work
+        raise
 
 
 class LocalRuntime(Runtime):
@@ -96,7 +104,7 @@ class LocalRuntime(Runtime):
             own.mkdir(mode=0o711, parents=True, exist_ok=True)
             own.chmod(0o711)  # traversable by bubblewrap's uid, not listable
         self._server = self._server or await asyncio.to_thread(launcher.server_payload)
-        self._mem_total = _mem_total()  # read once: every create checks against it
+        self._mem_total = mem_total()  # read once: every create checks against it
         staging = self.staging = Staging(self.root, self.process, self.ids)
         await asyncio.to_thread(staging.start)  # root: bubblewrap's uid may not reach root
         self._host_paths = [
@@ -142,31 +150,12 @@ class LocalRuntime(Runtime):
         self._started = False
         self._stopped = True
 
-    def _check(self, spec: EnvironmentSpec) -> None:
-        res = spec.resources
-        cpus = os.cpu_count() or 1
-        if res.cpus > cpus:
-            raise InvalidInput(f"spec asks for {res.cpus} cpus but this machine has {cpus}")
-        mem_total = self._mem_total or _mem_total()
-        if res.memory_mb < MIN_MEMORY_MB or res.memory_mb * 1024 * 1024 > mem_total:
-            raise InvalidInput(
-                f"spec memory_mb={res.memory_mb} is impossible here: give between "
-                f"{MIN_MEMORY_MB} and {mem_total // 2**20} MiB"
-            )
-        if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
-            raise InvalidInput(f"spec workdir {spec.workdir!r} must be an absolute path of its own")
-        if res.disk_mb is not None and os.geteuid() != 0:
-            raise InvalidInput(
-                "disk_mb needs MegaFlow to run as root here (each sandbox's writable "
-                "state is a tmpfs of that size, mounted by this process)"
-            )
-
     async def create(self, spec: EnvironmentSpec, owner: str | None = None) -> LocalSandbox:
         if self._stopped:  # e.g. a pool still refilling after the runtime stopped
             raise SandboxStartError("the local runtime is stopped; call start() again first")
         if not self._started:
             await self.start()
-        self._check(spec)
+        check_spec(spec, self._mem_total or mem_total())
         t0 = time.perf_counter()
         sid = uuid.uuid4().hex[:12]
         now = time.time()
@@ -212,22 +201,16 @@ class LocalRuntime(Runtime):
         directory = sb.dir
         owner = (self.ids.agent_uid, self.ids.agent_gid)
         disk = spec.resources.disk_mb
-        rw = await asyncio.to_thread(
-            workspace.make_dirs, directory, owner, None if disk is None else disk << 20
-        )
+        record = SandboxRecord(
+            id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
+            created_at=sb.info.created_at, image=spec.image, process=self.process,
+        )  # fmt: skip
+        rw = await _finished(self._make_dirs, directory, owner, disk, record)
         if disk is not None:
             sb.mounts.append(rw)
             if staging.stage is not None:  # the tmpfs is not in the staged view by itself
                 await asyncio.to_thread(userns.bind, rw, staging.seen(rw))
                 sb.mounts.insert(0, staging.seen(rw))
-        record = SandboxRecord(
-            id=sb.id, owner=sb.info.owner, deadline=sb.info.deadline,
-            created_at=sb.info.created_at, image=spec.image, process=self.process,
-        )  # fmt: skip
-        # Saved at once (and again below): a crash while the sandbox starts then
-        # leaves a directory whose maker the reaper knows, not an anonymous one
-        # it must leave alone for STRAY_DIR_AGE_S.
-        record.save(directory)
         if spec.image == "host":
             image_root: Path = Path("/")
         else:
@@ -237,11 +220,7 @@ class LocalRuntime(Runtime):
                 self.metrics.image_load_seconds.labels(self.name).observe(
                     time.perf_counter() - t_img
                 )
-        if spec.files or spec.repo:
-            await asyncio.to_thread(self._populate, rw, spec, owner)
-        if self.layout is not None:
-            sb.cgroup = self.layout.create(self.process, sb.id, spec.resources)
-            record.cgroups = [str(p) for p in sb.cgroup.paths()]
+        await _finished(self._fill, sb, rw, spec, owner, record)
         plan = launcher.LaunchPlan(
             image_root=image_root, rw_dir=staging.seen(rw), workdir=spec.workdir,
             network=spec.network, hide=self.hide, payload=self._server,
@@ -262,10 +241,33 @@ class LocalRuntime(Runtime):
         await spawn.start(sb, plan, record, how)
 
     @staticmethod
-    def _populate(rw: Path, spec: EnvironmentSpec, owner: workspace.Owner) -> None:
-        if spec.repo:
-            workspace.place_repo(rw, spec.repo, owner)
-        workspace.place_files(rw, spec.files, owner)
+    def _make_dirs(
+        directory: Path, owner: workspace.Owner, disk_mb: int | None, record: SandboxRecord
+    ) -> Path:
+        """Blocking: the sandbox's directories, and its record saved at once (and
+        again once bubblewrap runs): a crash while the sandbox starts then leaves a
+        directory whose maker the reaper knows, not an anonymous one it must
+        leave alone for STRAY_DIR_AGE_S."""
+        rw = workspace.make_dirs(directory, owner, None if disk_mb is None else disk_mb << 20)
+        record.save(directory)
+        return rw
+
+    def _fill(
+        self,
+        sb: LocalSandbox,
+        rw: Path,
+        spec: EnvironmentSpec,
+        owner: workspace.Owner,
+        record: SandboxRecord,
+    ) -> None:
+        """Blocking: the workspace's repository and files, then the cgroups."""
+        if spec.files or spec.repo:
+            if spec.repo:
+                workspace.place_repo(rw, spec.repo, owner)
+            workspace.place_files(rw, spec.files, owner)
+        if self.layout is not None:
+            sb.cgroup = self.layout.create(self.process, sb.id, spec.resources)
+            record.cgroups = [str(p) for p in sb.cgroup.paths()]
 
     def _gone(self, sb: LocalSandbox) -> None:
         self.sandboxes.pop(sb.id, None)

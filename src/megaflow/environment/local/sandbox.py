@@ -192,7 +192,6 @@ class LocalSandbox(Sandbox):
                     self.metrics.sandbox_gone("local", self.id)
                     self.metrics.teardown_seconds.labels("local").observe(time.perf_counter() - t0)
 
-
     def _remove_host_state(self) -> None:
         """Blocking: the cgroups (empty now), the mounts, then the directory."""
         if self.cgroup is not None:

@@ -87,7 +87,7 @@ async def start(
             os.close(fd)
     try:
         record.bwrap_pid, record.bwrap_started = sb.proc.pid, start_time(sb.proc.pid)
-        record.save(directory)
+        await asyncio.to_thread(record.save, directory)  # file I/O off the event loop
         info = await asyncio.wait_for(_read_all(info_r), how.timeout_s)
         try:
             child = int(json.loads(info)["child-pid"])
