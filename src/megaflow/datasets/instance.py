@@ -111,7 +111,9 @@ class ImageSource(BaseModel):
     def _absolute(cls, v: str) -> str:
         p = PurePosixPath(v)
         if "\x00" in v or not p.is_absolute() or ".." in p.parts or p == PurePosixPath("/"):
-            raise ValueError(f"{v!r} must be an absolute directory inside the image, not '/'")
+            raise ValueError(
+                f"{v!r} must be the absolute path of a directory in the image, not '/'"
+            )
         return str(p)
 
     def resolved(self, base: Path, roots: Sequence[Path] = ()) -> Self:

@@ -82,12 +82,17 @@ cp -a {keep}/. .
 """
 
 
+def clean_command(instance: SWEInstance) -> str:
+    """What removes files git does not track: an image's ignored files are its
+    in-place build and stay; a host source never ships any."""
+    image = isinstance(instance.megaflow_source, ImageSource)
+    return "git clean -ffdq" if image else "git clean -ffdqx"
+
+
 def _script(instance: SWEInstance) -> str:
     base = shlex.quote(instance.base_commit)
     source = instance.megaflow_source
-    image = isinstance(source, ImageSource)
-    # an image's ignored files are its in-place build; a host source never ships them
-    clean = "git clean -ffdq" if image else "git clean -ffdqx"
+    clean = clean_command(instance)
     return f"""set -e
 {_from_image(source) if isinstance(source, ImageSource) else ""}
 src=$(mktemp -d /tmp/.megaflow-src.XXXXXX)

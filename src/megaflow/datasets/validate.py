@@ -19,7 +19,12 @@ from typing import Literal
 from megaflow.core.errors import MegaFlowError
 from megaflow.datasets.grading import GradeReport, grade_prepared
 from megaflow.datasets.instance import SWEInstance
-from megaflow.datasets.prepare import environment_spec, prepare_sandbox, run_checked
+from megaflow.datasets.prepare import (
+    clean_command,
+    environment_spec,
+    prepare_sandbox,
+    run_checked,
+)
 from megaflow.environment.abstract import EnvironmentSpec, Runtime
 
 Check = Literal["gold", "empty"]
@@ -61,7 +66,7 @@ async def grade_patches(
             if n:
                 await run_checked(
                     sandbox,
-                    f"git reset -q --hard {instance.base_commit} && git clean -ffdqx",
+                    f"git reset -q --hard {instance.base_commit} && {clean_command(instance)}",
                     "resetting the work tree",
                 )
             report = await grade_prepared(sandbox, instance, patch)

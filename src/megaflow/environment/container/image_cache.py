@@ -92,14 +92,23 @@ class ImageCache:
             return
         entry.users = max(entry.users - 1, 0)
         entry.last_used = self._clock()
-        if self.over_bound() and (self._evicting is None or self._evicting.done()):
-            self._evicting = asyncio.get_running_loop().create_task(self._evict())
+        if self.over_bound():
+            self._evicting = asyncio.get_running_loop().create_task(self._evict(self._evicting))
 
     def plan(self, images: Sequence[str]) -> None:
         """The images of the tasks next in the queue, first first; loads the
         first ``prefetch`` of them that are not loaded yet, in the background."""
         self._upcoming = list(images)
         self._advance()
+
+    async def close(self) -> None:
+        """Stop loading ahead and evicting (the runtime is stopping)."""
+        pending = [*self._loading.values(), *([self._evicting] if self._evicting else [])]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._loading.clear()
+        self._evicting = None
 
     async def prefetched(self) -> None:
         """Wait until the loads ahead started so far have ended (tests, benchmarks)."""
@@ -123,8 +132,8 @@ class ImageCache:
 
     # -- inside -----------------------------------------------------------------
 
-    async def _ensure(self, image: str) -> str:
-        loading = self._loading.get(image)
+    async def _ensure(self, image: str, ahead: bool = False) -> str:
+        loading = None if ahead else self._loading.get(image)
         if loading is not None:
             await asyncio.gather(loading, return_exceptions=True)
         ref = await self.resolver.resolve(image)
@@ -156,7 +165,7 @@ class ImageCache:
 
     async def _load_ahead(self, image: str) -> None:
         try:
-            await self._ensure(image)
+            await self._ensure(image, ahead=True)
             await self._evict()
         except Exception as e:  # the sandbox that needs it will try again and say why
             log.warning("loading image %r ahead failed: %s", image, e)
@@ -170,7 +179,9 @@ class ImageCache:
         # not upcoming before upcoming (the last in the queue first), then least recent
         return sorted(free, key=lambda i: (i in order, order.get(i, 0), self._entries[i].last_used))
 
-    async def _evict(self) -> None:
+    async def _evict(self, after: asyncio.Task[None] | None = None) -> None:
+        if after is not None:  # one eviction at a time, each seeing the releases before it
+            await asyncio.gather(after, return_exceptions=True)
         for image in self._victims():
             if not self.over_bound():
                 return

@@ -102,6 +102,8 @@ class ContainerRuntime(Runtime):
         """Destroy the sandboxes this runtime made, then close the client."""
         await asyncio.gather(*(sb.destroy() for sb in list(self._mine.values())))
         self._mine.clear()
+        if self.engine.images is not None:
+            await self.engine.images.close()
         self.engine.close()
 
     # -- sandboxes -------------------------------------------------------------
