@@ -228,3 +228,10 @@ async def test_exec_server_parts_run_from_source_too(
         await sb.write_file("out/f.txt", b"written")  # server_files
         assert await sb.read_file("out/f.txt") == b"written"
         assert (await sb.exec("sleep 30", timeout=0.2)).timed_out  # the poll loop's deadlines
+
+
+async def test_a_nested_workdir_is_reachable_by_the_agent(local: LocalRuntime) -> None:
+    spec = EnvironmentSpec(workdir="/opt/deep/ws", files={"f.txt": "here\n"})
+    async with await local.create(spec) as sb:
+        result = await sb.exec("pwd; cat f.txt; stat -c %a /opt/deep")
+        assert result.stdout == "/opt/deep/ws\nhere\n755\n", result

@@ -239,9 +239,12 @@ def _parents(path: str, binds: list[str]) -> list[str]:
     """Directories (0755) above ``path`` that nothing in ``binds`` provides:
     bubblewrap makes missing parents of a mount point 0700, which the agent
     could not traverse."""
+    above = Path(path).parents[:-1]
+    if not above:  # a top-level workdir (the usual case): no binds to look through
+        return []
     bound = [Path(binds[i + 2]) for i, a in enumerate(binds) if a in ("--ro-bind", "--symlink")]
     args: list[str] = []
-    for parent in reversed(Path(path).parents[:-1]):
+    for parent in reversed(above):
         if not any(parent.is_relative_to(b) for b in bound):
             args += ["--perms", "0755", "--dir", str(parent)]
     return args
