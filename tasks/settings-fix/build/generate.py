@@ -7,18 +7,20 @@ test (the test patch) checks the new value (FAIL_TO_PASS) and that the other
 constants kept theirs (PASS_TO_PASS). The fix is one line: an ``edit`` of
 ``NAME = old`` into ``NAME = new``.
 
-Repositories are the pairs (package, module) of a grid. The three splits
-take disjoint repositories, chosen so that every package and every module
-name occurs in each split but no (package, module) pair does twice:
+Each package keeps its settings in one module (``billing/limits.py``);
+its repositories are variants with different constants and values. The
+three splits take disjoint repositories, every package in each of them:
 
-* ``demo.jsonl``: demonstrations for the supervised warm start;
-* ``train.jsonl``: the RL prompts;
-* ``heldout.jsonl``: evaluation only; its paths, and the constants and
-  values within them, are new combinations of words the other splits use.
+* ``demo.jsonl``: demonstrations for the supervised warm start, mostly in
+  the three phrasings that name the current value first;
+* ``train.jsonl``: the RL prompts, every phrasing;
+* ``heldout.jsonl``: evaluation only, every phrasing; no held-out change
+  (package, constant, current value, new value) occurs in another split, so
+  each is a new combination of words the other splits use.
 
 Everything follows from ``--seed`` (default 0). Patches come from ``git
 diff``; FAIL_TO_PASS and PASS_TO_PASS are checked by running pytest on the
-host three times per instance (base, base + tests, base + tests + fix), with
+host (the base once per repository, then base + tests and base + tests + fix), with
 the report parser grading uses, unless ``--no-verify``.
 
 Run: ``python tasks/settings-fix/build/generate.py [--seed N] [--check]``.
@@ -45,8 +47,11 @@ SET_DIR = Path(__file__).resolve().parent.parent
 PYTEST = ["/usr/bin/python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q"]
 GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
-PACKAGES = ["billing", "mailer", "search", "upload", "auth", "reports", "sync", "gateway"]
-MODULES = ["settings", "config", "limits", "defaults"]
+PACKAGES = [
+    "billing", "mailer", "search", "upload", "auth", "reports",
+    "sync", "gateway", "inventory", "backup", "metrics", "chat",
+]  # fmt: skip
+MODULES = ["settings", "config", "limits", "defaults", "options", "params", "tuning", "consts"]
 CONSTANTS: dict[str, list[int]] = {
     "TIMEOUT": [10, 20, 30, 45, 60, 90, 120],
     "RETRIES": [1, 2, 3, 4, 5, 6, 8],
@@ -59,28 +64,35 @@ CONSTANTS: dict[str, list[int]] = {
     "MAX_DEPTH": [2, 3, 4, 5, 8, 10],
     "BUFFER_SIZE": [512, 1024, 2048, 4096, 8192],
 }
-# Phrasings of the issue; some give the current value first, some the new one.
+# Phrasings of the issue. The first three name the current value first, the
+# last three the new one; the demonstrations use the last three rarely.
 TEMPLATES = [
     "{name} in {path} is {old}, but it should be {new}.",
     "Please change {name} in {path} from {old} to {new}.",
+    "The value {old} of {name} in {path} is wrong; use {new}.",
     "Set {name} in {path} to {new}; it is {old} now.",
     "{path}: {name} must be {new}, not {old}.",
-    "The value {old} of {name} in {path} is wrong; use {new}.",
     "We need {name} = {new} in {path} instead of {old}.",
 ]
+OLD_FIRST = 3
+DEMO_NEW_FIRST = 0.1  # share of demonstrations phrased new value first
 CONSTANTS_PER_REPO = 4
-INSTANCES_PER_CONSTANT = 2
+# Instances per constant of a repository, by split (None: every other value).
+INSTANCES_PER_CONSTANT = {"demo": 2, "train": 2, "heldout": 1}
+# Repositories of each package, by split (variants of the package's settings).
+VARIANTS = {"demo": 5, "train": 2, "heldout": 1}
 
 
 @dataclass(frozen=True)
 class Repo:
     package: str
     module: str
+    variant: int
     values: dict[str, int]
 
     @property
     def name(self) -> str:
-        return f"{self.package}-{self.module}"
+        return f"{self.package}-{self.variant}"
 
     @property
     def path(self) -> str:
@@ -135,28 +147,38 @@ class Change:
 
 
 def splits(seed: int) -> dict[str, list[Change]]:
-    """The three splits: disjoint repositories, each package and module in every split."""
+    """The three splits: disjoint repositories; every package in each split, each time
+    with other settings; no held-out change (package, constant, old, new) elsewhere."""
     rng = random.Random(seed)
-    shift = list(range(len(MODULES)))
-    rng.shuffle(shift)
-    # Package i with module (i + s) mod 4 for each s: a Latin square over the grid, so
-    # shift s gives 8 repositories using every package twice and every module twice.
-    groups = {"heldout": [shift[0]], "demo": [shift[1]], "train": [shift[2], shift[3]]}
+    modules = {pkg: MODULES[i % len(MODULES)] for i, pkg in enumerate(PACKAGES)}
+    seen: set[tuple[str, str, int, int]] = set()
     out: dict[str, list[Change]] = {}
-    for split, shifts in groups.items():
+    variant = 0
+    for split, n in VARIANTS.items():  # held-out last, so it can avoid what the others use
         changes: list[Change] = []
-        for s in shifts:
-            for i, pkg in enumerate(PACKAGES):
-                module = MODULES[(i + s) % len(MODULES)]
+        for _ in range(n):
+            variant += 1
+            for pkg in PACKAGES:
                 names = rng.sample(sorted(CONSTANTS), CONSTANTS_PER_REPO)
-                values = {n: rng.choice(CONSTANTS[n]) for n in names}
-                repo = Repo(pkg, module, values)
+                values = {c: rng.choice(CONSTANTS[c]) for c in names}
+                repo = Repo(pkg, modules[pkg], variant, values)
                 k = 0
                 for name in names:
-                    choices = [v for v in CONSTANTS[name] if v != values[name]]
-                    for new in rng.sample(choices, INSTANCES_PER_CONSTANT):
+                    choices = [
+                        v
+                        for v in CONSTANTS[name]
+                        if v != values[name] and (pkg, name, values[name], v) not in seen
+                    ]
+                    for new in rng.sample(
+                        choices, min(len(choices), INSTANCES_PER_CONSTANT[split])
+                    ):
                         k += 1
-                        changes.append(Change(repo, name, new, rng.randrange(len(TEMPLATES)), k))
+                        seen.add((pkg, name, values[name], new))
+                        rare = split == "demo" and rng.random() >= DEMO_NEW_FIRST
+                        template = (
+                            rng.randrange(OLD_FIRST) if rare else rng.randrange(len(TEMPLATES))
+                        )
+                        changes.append(Change(repo, name, new, template, k))
         out[split] = changes
     return out
 

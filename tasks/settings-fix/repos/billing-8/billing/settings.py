@@ -1,0 +1,6 @@
+"""Settings of the billing service."""
+
+WORKERS = 2
+MAX_DEPTH = 4
+BATCH_SIZE = 64
+CACHE_TTL = 900

@@ -1,0 +1,17 @@
+from chat import defaults
+
+
+def test_page_size_is_positive():
+    assert defaults.PAGE_SIZE > 0
+
+
+def test_timeout_is_positive():
+    assert defaults.TIMEOUT > 0
+
+
+def test_batch_size_is_positive():
+    assert defaults.BATCH_SIZE > 0
+
+
+def test_buffer_size_is_positive():
+    assert defaults.BUFFER_SIZE > 0

@@ -1,0 +1,17 @@
+from inventory import settings
+
+
+def test_batch_size_is_positive():
+    assert settings.BATCH_SIZE > 0
+
+
+def test_retries_is_positive():
+    assert settings.RETRIES > 0
+
+
+def test_page_size_is_positive():
+    assert settings.PAGE_SIZE > 0
+
+
+def test_cache_ttl_is_positive():
+    assert settings.CACHE_TTL > 0

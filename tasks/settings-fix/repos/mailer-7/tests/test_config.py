@@ -1,0 +1,17 @@
+from mailer import config
+
+
+def test_max_users_is_positive():
+    assert config.MAX_USERS > 0
+
+
+def test_batch_size_is_positive():
+    assert config.BATCH_SIZE > 0
+
+
+def test_timeout_is_positive():
+    assert config.TIMEOUT > 0
+
+
+def test_port_is_positive():
+    assert config.PORT > 0

@@ -1,6 +1,0 @@
-"""Settings of the reports service."""
-
-TIMEOUT = 20
-PAGE_SIZE = 25
-BUFFER_SIZE = 512
-PORT = 8000

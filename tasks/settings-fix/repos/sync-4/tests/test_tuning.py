@@ -1,0 +1,17 @@
+from sync import tuning
+
+
+def test_batch_size_is_positive():
+    assert tuning.BATCH_SIZE > 0
+
+
+def test_timeout_is_positive():
+    assert tuning.TIMEOUT > 0
+
+
+def test_workers_is_positive():
+    assert tuning.WORKERS > 0
+
+
+def test_port_is_positive():
+    assert tuning.PORT > 0
