@@ -57,6 +57,12 @@ def artifact_prefix(task: TaskSpec, attempt: int) -> str:
     return f"runs/{task.run_id}/tasks/{task.id.replace(':', '_')}/attempt-{attempt}"
 
 
+def sandbox_spec(task: TaskSpec, base: EnvironmentSpec) -> EnvironmentSpec:
+    """The sandbox a task's attempt and its grading run in (its instance's image, if any)."""
+    instance = parse_task(task).instance
+    return environment_spec(instance, base) if instance else base
+
+
 class AgentExecutor(TaskExecutor):
     def __init__(
         self,
@@ -82,7 +88,7 @@ class AgentExecutor(TaskExecutor):
         task = ctx.spec
         arm = self._arm(task)
         instance = parse_task(task).instance
-        spec = environment_spec(instance, self.base_spec) if instance else self.base_spec
+        spec = sandbox_spec(task, self.base_spec)
         try:
             ctx.stage(TaskState.STARTING)
             t0 = time.perf_counter()

@@ -37,7 +37,7 @@ from megaflow.app.assembly import (
     submit_warnings,
     task_specs,
 )
-from megaflow.app.attempt import AgentExecutor
+from megaflow.app.attempt import AgentExecutor, sandbox_spec
 from megaflow.app.ray_fleet.executor import NodeExecutor
 from megaflow.app.ray_fleet.fleet import RayFleet
 from megaflow.config.loader import parse_config
@@ -186,9 +186,17 @@ class Job(Lifecycle):
         for warning in self.warnings:
             log.warning("run %s: %s", self.run_id, warning)
         runs = run_specs(self.cfg, self.run_id)
+        await self._prefetch([t for run in runs for t in planned[run.id]])
         for run in runs:
             await self.sched.submit(run, planned[run.id])
         return runs
+
+    async def _prefetch(self, tasks: list[TaskSpec]) -> None:
+        """Tell the pool the sandboxes the queued tasks need, in order: the container
+        runtime loads their per-task images ahead (``images.prefetch``)."""
+        if self.pool is not None and self.cfg.environment.runtime.type == "container":
+            base = base_spec(self.cfg)
+            await self.pool.prefetch([sandbox_spec(t, base) for t in tasks])
 
     async def submit_tasks(self, tasks: list[TaskSpec]) -> None:
         """Queue more tasks to the job's runs (each task names its run: the main one
@@ -202,6 +210,7 @@ class Job(Lifecycle):
                     f"runs ({', '.join(runs)})"
                 )
             by_run.setdefault(t.run_id, []).append(t)
+        await self._prefetch(tasks)
         for rid, batch in by_run.items():
             await self.sched.submit(runs[rid], batch)
 
