@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from megaflow.train.grpo import Scored
+from megaflow.train.samples import TrainingSample
 
 
 def micro_batches(
@@ -51,3 +52,17 @@ def plan(
     per_rank = [micro_batches(order[r::world_size], size, unit) for r in range(world_size)]
     n = max(len(m) for m in per_rank)
     return [[*m, *([None] * (n - len(m)))] for m in per_rank]
+
+
+def pad_sample(pad_id: int) -> Scored:
+    """A pass that trains nothing, for a rank with fewer micro-batches than the rest."""
+    s = TrainingSample(
+        sample_id="pad",
+        group_id="pad",
+        run_id="pad",
+        prompt_ids=[pad_id],
+        completion_ids=[pad_id],
+        logprobs=[0.0],
+        loss_mask=[0],
+    )
+    return Scored(s, 0.0, 0.0)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +91,21 @@ def owned(state: FullState) -> FullState:
     return FullState(
         copy(state.model), copy(state.optim), copy(state.rng), state.step, state.version
     )
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random generator states (torch, Python, CUDA), as ``rng.pt`` keeps them."""
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def check_extra(extra: dict[str, Any]) -> str:

@@ -45,8 +45,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 from megaflow.core.errors import ConfigError
 from megaflow.train import grpo
-from megaflow.train.batching import plan
-from megaflow.train.checkpoint import FullState, read_tensors
+from megaflow.train.batching import pad_sample, plan
+from megaflow.train.checkpoint import FullState, read_tensors, rng_state, set_rng_state
 from megaflow.train.config import TrainerConfig
 from megaflow.train.onebit_adam import OnebitAdam
 from megaflow.train.optim import build_optimizer
@@ -78,34 +78,6 @@ def load_causal_lm(model_dir: str | Path, device: torch.device) -> Any:
         path, local_files_only=True, dtype=torch.float32
     )
     return model.to(device)
-
-
-def _rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
-
-
-def _pad_sample(pad_id: int) -> grpo.Scored:
-    """A pass that trains nothing, for a rank with fewer micro-batches than the rest."""
-    s = TrainingSample(
-        sample_id="pad",
-        group_id="pad",
-        run_id="pad",
-        prompt_ids=[pad_id],
-        completion_ids=[pad_id],
-        logprobs=[0.0],
-        loss_mask=[0],
-    )
-    return grpo.Scored(s, 0.0, 0.0)
 
 
 class RankWorker:
@@ -206,7 +178,7 @@ class RankWorker:
         n_stats = len(grpo.STAT_FIELDS)
         for i, items in enumerate(mine):
             with self._sync(i == len(mine) - 1):
-                sums[:n_stats] += self._micro_step(items or [_pad_sample(self.pad_id)]).double()
+                sums[:n_stats] += self._micro_step(items or [pad_sample(self.pad_id)]).double()
         compute = time.perf_counter() - tc
         idle = 0.0
         if self.distributed:
@@ -290,7 +262,7 @@ class RankWorker:
         optim = None
         if self.step_count:
             optim = get_optimizer_state_dict(self.model, self.optim, options=_FULL)
-        rng = [_rng_state()]
+        rng = [rng_state()]
         if self.distributed:
             gathered: list[Any] = [None] * self.world_size if self.rank == 0 else []
             dist.gather_object(rng[0], gathered if self.rank == 0 else None, dst=0)
@@ -325,6 +297,6 @@ class RankWorker:
         if optim is not None:
             set_optimizer_state_dict(self.model, self.optim, optim, options=opts)
         if self.rank < len(rng):
-            _set_rng_state(rng[self.rank])
+            set_rng_state(rng[self.rank])
         self.step_count = step
         self.version = version
