@@ -9,6 +9,7 @@ from megaflow.cli.main import app
 from megaflow.config import load_config, parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError
+from megaflow.rpc.config import load_cluster_config
 
 BASE = {"tasks": {"type": "inline", "tasks": [{"id": "a"}]}}
 runner = CliRunner()
@@ -131,4 +132,7 @@ def test_bundled_examples_are_valid() -> None:
     files = sorted(root.glob("*.yaml"))
     assert files
     for f in files:
-        load_config(f)
+        if f.name == "cluster.yaml":  # a cluster config (megaflow up), not a run
+            load_cluster_config(f)
+        else:
+            load_config(f)
