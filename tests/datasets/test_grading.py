@@ -77,6 +77,23 @@ def test_score_rule(tmp_path: Path) -> None:
     assert missing.statuses[f2p] == "MISSING"
 
 
+def test_skipped_pass_to_pass_is_kept_unless_strict(tmp_path: Path) -> None:
+    """As in SWE-bench, a skipped PASS_TO_PASS test is no regression; a skipped
+    FAIL_TO_PASS test is no fix; strict grading counts only PASSED."""
+    inst = _instance(tmp_path)
+    f2p, p2p = inst.FAIL_TO_PASS[0], inst.PASS_TO_PASS[0]
+    assert score(inst, {f2p: TestStatus.PASSED, p2p: TestStatus.SKIPPED}).resolved
+    assert not score(inst, {f2p: TestStatus.SKIPPED, p2p: TestStatus.PASSED}).resolved
+    strict = score(inst, {f2p: TestStatus.PASSED, p2p: TestStatus.SKIPPED}, strict=True)
+    assert not strict.resolved
+
+
+def test_published_ids_cut_at_a_space_are_found() -> None:
+    out = "PASSED t.py::test_p[a b]\nFAILED t.py::test_q[x - y] - assert 0\n"
+    got = statuses_for(out, ["t.py::test_p[a", "t.py::test_q[x - y]"])
+    assert got == {"t.py::test_p[a": TestStatus.PASSED, "t.py::test_q[x - y]": TestStatus.FAILED}
+
+
 def test_fraction_reward(tmp_path: Path) -> None:
     inst = _instance(tmp_path, megaflow_reward="fraction")
     f2p, p2p = inst.FAIL_TO_PASS[0], inst.PASS_TO_PASS[0]

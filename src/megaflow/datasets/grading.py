@@ -9,8 +9,9 @@ patch reaches the grader, so the reward is a function of the stored patch:
 grading the same patch again gives the same reward.
 
 The instance is resolved when every FAIL_TO_PASS test passes and every
-PASS_TO_PASS test still passes. The reward is 1 or 0, or the share of
-passing tests when the instance asks for ``megaflow_reward: fraction``.
+PASS_TO_PASS test still passes (or is skipped, as SWE-bench counts it).
+The reward is 1 or 0, or the share of passing tests when the instance asks
+for ``megaflow_reward: fraction``.
 Strict grading (:mod:`megaflow.datasets.strict`) also refuses patches that
 touch test infrastructure, and counts only PASSED as passing.
 """
@@ -70,8 +71,12 @@ class GradeReport(BaseModel):
     duration_s: float = 0.0
 
 
-def _passes(status: TestStatus | None, strict: bool) -> bool:
-    return status is TestStatus.PASSED if strict else passed(status)
+def _passes(status: TestStatus | None, strict: bool, maintained: bool = False) -> bool:
+    """Strict: only PASSED. Lenient, as SWE-bench: PASSED or XFAIL, and for a
+    PASS_TO_PASS test (``maintained``) also SKIPPED, which is not a regression."""
+    if strict:
+        return status is TestStatus.PASSED
+    return passed(status) or (maintained and status is TestStatus.SKIPPED)
 
 
 def score(
@@ -79,9 +84,13 @@ def score(
 ) -> GradeReport:
     """Apply SWE-bench's rule (or the strict one) to the statuses of the expected tests."""
     f2p, p2p = TestOutcome(), TestOutcome()
-    for outcome, tests in ((f2p, instance.FAIL_TO_PASS), (p2p, instance.PASS_TO_PASS)):
+    for outcome, tests, kept in (
+        (f2p, instance.FAIL_TO_PASS, False),
+        (p2p, instance.PASS_TO_PASS, True),
+    ):
         for t in tests:
-            (outcome.passed if _passes(statuses.get(t), strict) else outcome.failed).append(t)
+            ok = _passes(statuses.get(t), strict, kept)
+            (outcome.passed if ok else outcome.failed).append(t)
     resolved = not f2p.failed and not p2p.failed
     total = len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS)
     if instance.megaflow_reward == "fraction":
