@@ -147,10 +147,12 @@ async def serve(
     token: str,
     stop: asyncio.Event,
     on_ready: OnReady | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> None:
     """Serve ``services`` until ``stop`` is set; then stop servers, then what they wrap.
-    Services with a ``metrics_port`` also serve this process's metrics there."""
-    registry = CollectorRegistry()
+    Their metrics go to ``registry`` (a new one if None); services with a ``metrics_port``
+    also serve this process's metrics there."""
+    registry = registry if registry is not None else CollectorRegistry()
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
             start = {

@@ -63,7 +63,7 @@ def serve(
     config: Path | None = typer.Option(None, "--config", "-c", help="Cluster config (YAML)."),
 ) -> None:
     """Run one service (or all) of a cluster in this process, until SIGTERM or Ctrl-C."""
-    from megaflow.app.serve import serve as serve_services
+    from megaflow.cli.cluster_dashboard import serve_cluster
 
     if service not in (*SERVICES, "all"):
         fail(f"unknown service {service!r}; choose from {', '.join(SERVICES)} or all")
@@ -81,7 +81,10 @@ def serve(
             tls = "TLS" if cfg.tls else "plaintext"
             console.print(f"{name} service listening on {target} ({tls})", highlight=False)
 
-        await serve_services(chosen, cfg, token, stop, ready)
+        def dashboard(link: str) -> None:
+            console.print(f"dashboard: sign in once with {link}", highlight=False)
+
+        await serve_cluster(chosen, cfg, token, stop, ready, dashboard)
 
     _run(go())
 

@@ -236,3 +236,11 @@ async def trajectory_view(
         "sample": _sample_view(traj, res.reward, kind) if kind == "train" else None,
     }
     return view
+
+
+async def queued_by_type(meta: MetadataStore) -> dict[str, Any]:
+    """Tasks waiting to be placed (state QUEUED or RETRYING), by task type and by run."""
+    waiting = await meta.list_tasks(None, states=[TaskState.QUEUED, TaskState.RETRYING])
+    by_type = Counter(_task_type(rec) for rec in waiting)
+    by_run = Counter(rec.spec.run_id for rec in waiting)
+    return {"by_type": dict(by_type), "by_run": dict(by_run), "total": len(waiting)}

@@ -14,6 +14,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Form, Request
@@ -29,6 +30,8 @@ from fastapi.responses import (
 from megaflow.core.errors import NotFound
 from megaflow.dashboard import queries
 from megaflow.dashboard.auth import COOKIE, OPEN_PATHS, DashboardAuth
+from megaflow.dashboard.live import LiveMetrics
+from megaflow.dashboard.training import TrainingRuns
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 
 STATIC = resources.files("megaflow.dashboard") / "static"
@@ -37,7 +40,12 @@ PAGES = {
     "/run": "run.html",
     "/task": "task.html",
     "/trajectory": "trajectory.html",
+    "/sandboxes": "sandboxes.html",
+    "/scheduler": "scheduler.html",
+    "/training": "training.html",
 }
+TRAIN_DIR = Path(".megaflow/train")
+CHECKPOINT_PREFIX = "train/checkpoints"
 
 
 def _static(name: str) -> Any:
@@ -50,7 +58,13 @@ def create_app(
     auth: DashboardAuth,
     *,
     interval: float = 1.0,
+    live: LiveMetrics | None = None,
+    training: TrainingRuns | None = None,
 ) -> FastAPI:
+    """The app over open stores; ``live`` reads the sandboxes' and scheduler's metrics (none:
+    the pages say there is no source), ``training`` the curves of ``megaflow train``."""
+    metrics = live or LiveMetrics([])
+    train = training or TrainingRuns(artifacts, TRAIN_DIR, CHECKPOINT_PREFIX)
     app = FastAPI(title="MegaFlow dashboard", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.middleware("http")
@@ -123,6 +137,22 @@ def create_app(
     async def trajectory(id: str) -> Any:
         return await _found(lambda: queries.trajectory_view(meta, artifacts, id))
 
+    @app.get("/api/sandboxes")
+    async def sandboxes() -> Any:
+        return await metrics.sandboxes()
+
+    @app.get("/api/scheduler")
+    async def scheduler() -> Any:
+        view = await metrics.scheduler()
+        view["queued"] = await queries.queued_by_type(meta)
+        return view
+
+    @app.get("/api/training")
+    async def training_runs(id: str | None = None) -> Any:
+        if id is None:
+            return await train.list()
+        return await _found(lambda: train.curve(id))
+
     @app.get("/api/stream")
     async def stream(request: Request, run: str | None = None) -> StreamingResponse:
         async def events() -> AsyncIterator[str]:
@@ -174,9 +204,15 @@ async def serve(
     host: str,
     port: int,
     interval: float = 1.0,
+    live: LiveMetrics | None = None,
+    train_dir: Path = TRAIN_DIR,
+    checkpoint_prefix: str = CHECKPOINT_PREFIX,
+    tls: tuple[str, str] | None = None,
+    stop: asyncio.Event | None = None,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Open the stores, serve the dashboard until cancelled, close the stores.
+    """Open the stores, serve the dashboard until cancelled (or ``stop`` is set), close the
+    stores. ``tls`` is a certificate chain and key file to serve HTTPS with.
 
     The socket is bound before serving, so ``on_ready`` gets the port (also
     when ``port`` is 0) and a client connecting right away waits in the backlog.
@@ -188,12 +224,23 @@ async def serve(
     sock = socket.create_server((host, port))
     try:
         async with meta, artifacts:
-            app = create_app(meta, artifacts, auth, interval=interval)
+            training = TrainingRuns(artifacts, train_dir, checkpoint_prefix)
+            app = create_app(meta, artifacts, auth, interval=interval, live=live, training=training)
+            certfile, keyfile = tls if tls else (None, None)
             config = uvicorn.Config(
-                app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2
-            )
+                app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2,
+                ssl_certfile=certfile, ssl_keyfile=keyfile,
+            )  # fmt: skip
+            server = uvicorn.Server(config)
             if on_ready is not None:
                 on_ready(int(sock.getsockname()[1]))
-            await uvicorn.Server(config).serve(sockets=[sock])
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            waiter = asyncio.ensure_future(stop.wait() if stop else asyncio.Event().wait())
+            try:
+                await asyncio.wait({serving, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                server.should_exit = True
+                await serving
     finally:
         sock.close()

@@ -154,6 +154,26 @@ class ModelEndpoint(_Endpoint):
         return f"{'https' if tls else 'http'}://{self.host}:{self.http_port}/v1"
 
 
+class DashboardEndpoint(_Cfg):
+    """The web dashboard, served by the scheduler's process over its stores, behind the
+    cluster token (``docs/dashboard.md``)."""
+
+    host: str = Field("127.0.0.1", description="Address browsers connect to.")
+    port: int = Field(20080, description="HTTP(S) port, outside 10002-19999.")
+    bind: str | None = Field(None, description="Address to listen on; host if None.")
+    interval_s: float = Field(1.0, ge=0.1, description="Seconds between live updates.")
+    train_dir: str = Field(".megaflow/train", description="Where megaflow train writes curves.")
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        return check_port(v)
+
+    @property
+    def listen(self) -> str:
+        return self.bind or self.host
+
+
 class ClusterConfig(_Cfg):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     tls: TlsConfig | None = None
@@ -172,6 +192,9 @@ class ClusterConfig(_Cfg):
     environment: EnvironmentEndpoint = Field(default_factory=EnvironmentEndpoint)
     agent: AgentEndpoint = Field(default_factory=AgentEndpoint)
     model: ModelEndpoint = Field(default_factory=ModelEndpoint)
+    dashboard: DashboardEndpoint | None = Field(
+        None, description="Serve the web dashboard from the scheduler's process; off if unset."
+    )
 
     @property
     def max_message_bytes(self) -> int:

@@ -77,3 +77,43 @@ const MF = {
     main.append(MF.el("p", { class: "error", text: String(err.message || err) }));
   },
 };
+
+// Fetches path now and every `seconds`, passing the JSON to onData; says in the header when.
+MF.poll = function (path, onData, seconds = 2) {
+  const status = document.getElementById("live");
+  const tick = async () => {
+    try { onData(await MF.get(path)); status.textContent = "updated " + new Date().toLocaleTimeString(); }
+    catch (err) { status.textContent = "update failed: " + (err.message || err); }
+  };
+  tick();
+  return setInterval(tick, seconds * 1000);
+};
+
+// The metrics sources a live page read, and why it shows no figures if it shows none.
+MF.sources = function (target, view) {
+  const rows = view.sources.map((s) => [s.name, s.ok ? "ok" : "failed", s.error || ""]);
+  const parts = [];
+  if (view.reason) parts.push(MF.el("p", { class: "error", id: "reason", text: view.reason }));
+  if (rows.length) parts.push(MF.table(["metrics source", "read", "error"], rows));
+  target.replaceChildren(...parts);
+};
+
+MF.bytes = function (x) {
+  if (x === null || x === undefined) return "-";
+  const units = ["B", "KiB", "MiB", "GiB"]; let i = 0;
+  while (x >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
+  return x.toFixed(i ? 1 : 0) + " " + units[i];
+};
+
+// A line chart of several series over the same x values (null: no point).
+MF.lines = function (target, title, xs, series, xlabel) {
+  target.replaceChildren();
+  if (!xs.length) { target.append(MF.el("p", { text: `${title}: no points yet` })); return; }
+  const colors = ["#c62828", "#1565c0", "#2f7d32", "#6a1b9a"];
+  const opts = {
+    title, width: 460, height: 220, scales: { x: { time: false } },
+    axes: [{ label: xlabel }, {}],
+    series: [{ label: xlabel }, ...series.map((s, i) => ({ label: s.label, stroke: colors[i % colors.length], points: { show: true }, spanGaps: true }))],
+  };
+  new uPlot(opts, [xs, ...series.map((s) => s.values)], target);
+};
