@@ -82,7 +82,7 @@ def serve(
             console.print(f"{name} service listening on {target} ({tls})", highlight=False)
 
         def dashboard(link: str) -> None:
-            console.print(f"dashboard: sign in once with {link}", highlight=False)
+            console.print(f"dashboard: sign in once with {link}", highlight=False, soft_wrap=True)
 
         await serve_cluster(chosen, cfg, token, stop, ready, dashboard)
 

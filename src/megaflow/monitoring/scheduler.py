@@ -17,6 +17,7 @@ _DURATION_BUCKETS = (0.01, 0.1, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 720
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry, namespace: str = "megaflow") -> None:
         self.registry = registry
+        self._states_seen: set[str] = set()
         self.queue_depth = Gauge(
             "scheduler_queue_depth",
             "Tasks waiting to be placed.",
@@ -59,5 +60,10 @@ class SchedulerMetrics:
         )
 
     def set_states(self, counts: Mapping[str, int]) -> None:
+        """Tasks by state now; a state reported before and absent from ``counts`` goes to 0
+        (the scheduler's counts leave empty states out)."""
+        for state in self._states_seen - counts.keys():
+            self.tasks.labels(state=state).set(0)
         for state, n in counts.items():
             self.tasks.labels(state=state).set(n)
+        self._states_seen |= counts.keys()
