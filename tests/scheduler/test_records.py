@@ -12,10 +12,12 @@ from megaflow.scheduler.records import trusted
 
 CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (TaskResult, {"task_id": "t1", "success": True, "reward": 1.0, "finished_at": 5.0}),
-    (TaskResult, {"task_id": "t1", "error_kind": ErrorKind.INFRA, "error": "x", "finished_at": 1.0}),
+    (TaskResult, {"task_id": "t1", "error_kind": ErrorKind.INFRA, "error": "x", "finished_at": 1}),
     (Attempt, {"task_id": "t1", "number": 2, "instance": "i", "started_at": 1.0, "ended_at": 2.0}),
-    (TaskFinished, {"ts": 3.0, "run_id": "r", "task_id": "t1", "state": TaskState.SUCCEEDED,
-                    "success": True, "reward": 0.5}),  # fmt: skip
+    (
+        TaskFinished,
+        {"ts": 3.0, "run_id": "r", "task_id": "t1", "state": TaskState.SUCCEEDED, "reward": 0.5},
+    ),
 ]
 
 
