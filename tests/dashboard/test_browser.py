@@ -77,6 +77,9 @@ def test_dashboard_pages_live_run_and_token(tmp_path: Path, browser: Any, shots:
         [MEGAFLOW, "run", str(config)], cwd=tmp_path, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "m.db").exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the dashboard refuses a database that does not exist yet
     dash, base, link = start_dashboard(["--config", str(config)], tmp_path)
     try:
         # nothing answers without the token

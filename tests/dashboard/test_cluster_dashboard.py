@@ -63,7 +63,7 @@ async def submit(cfg: ClusterConfig, token: str, run: str, n: int) -> None:
 
 async def test_control_plane_serves_the_dashboard(tmp_path: Path) -> None:
     cfg = ClusterConfig.model_validate(cluster(tmp_path))
-    token, stop, links = generate_token(), asyncio.Event(), []
+    token, stop, links = generate_token(), asyncio.Event(), list[str]()
     ready: list[str] = []
     env = asyncio.create_task(
         serve(["environment"], cfg, token, stop, lambda s, t: ready.append(s))
@@ -73,7 +73,8 @@ async def test_control_plane_serves_the_dashboard(tmp_path: Path) -> None:
     )
     try:
         while len(ready) < 2 or not links:
-            assert not plane.done() and not env.done()
+            assert not plane.done()
+            assert not env.done()
             await asyncio.sleep(0.05)
         await submit(cfg, token, "c", 4)
         assert cfg.dashboard is not None

@@ -128,7 +128,7 @@ async def test_no_source_says_so_and_invents_nothing() -> None:
     sched = await down.scheduler()
     assert sched["reason"] == "no metrics source answered"
     assert sched["schedulers"] == []
-    [src] = sched["sources"]  # type: ignore[misc]
+    [src] = sched["sources"]
     assert not src["ok"]
     assert "ConnectError" in src["error"]
     empty = LiveMetrics([MetricsSource(name="bare", registry=CollectorRegistry())])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -107,7 +108,7 @@ class LiveMetrics:
             return "no metrics source answered"
         return None if found else f"the metrics read export no {what}"
 
-    async def sandboxes(self) -> dict[str, object]:
+    async def sandboxes(self) -> dict[str, Any]:
         """Live sandboxes by state and each one's CPU time, CPU share and memory."""
         read, status = await self._scrape()
         by_id: dict[tuple[str, str, str], dict[str, object]] = {}
@@ -136,7 +137,7 @@ class LiveMetrics:
             "sandboxes": sorted(by_id.values(), key=lambda r: str(r["sandbox"])),
         }
 
-    async def scheduler(self) -> dict[str, object]:
+    async def scheduler(self) -> dict[str, Any]:
         """Queue depth, fragmentation, decisions (total and per second), tasks by state."""
         read, status = await self._scrape()
         rows: list[dict[str, object]] = []
