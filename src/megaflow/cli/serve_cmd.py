@@ -111,6 +111,9 @@ def up(
     console.print(table)
     if cfg.auth.token is None:
         console.print(f"token: {cfg.auth.token_file} (mode 0600)", highlight=False)
+    if cfg.dashboard is not None:
+        url = f"{'https' if cfg.tls else 'http'}://{cfg.dashboard.host}:{cfg.dashboard.port}/"
+        console.print(f"dashboard: {url} (sign in with the token)", highlight=False)
 
 
 def down(
