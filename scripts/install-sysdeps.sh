@@ -40,6 +40,7 @@ NEEDED=(
   "prometheus:prometheus"                 # tests: alerts fired by a real Prometheus
   "openssl:openssl"                       # tests: self-signed TLS certificates
   "chromium:chromium"                     # tests: the dashboard in a real browser (Playwright)
+  "ldd:libc-bin"                          # tests: the libraries of git, copied into test images
 )
 
 have() {

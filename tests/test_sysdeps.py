@@ -35,7 +35,7 @@ SPAWNERS = {
     "shutil": {"which"},
 }
 # Installed into the virtualenv by pip, not by the system package manager.
-VENV_PROGRAMS = {"megaflow", "nx-27017", "moto_server"}
+VENV_PROGRAMS = {"megaflow", "nx-27017", "moto_server", "ray"}
 # Started by a program we run, so no call site names them.
 INDIRECT = {
     "catatonit": "podman --init (the container runtime's default) runs it as PID 1",

@@ -125,4 +125,8 @@ def test_annotate_train_keeps_token_data_and_synth_when_ungraded() -> None:
 
 def test_every_agent_config_has_its_tag() -> None:
     members = typing.get_args(typing.get_args(AgentConfig)[0])
-    assert {m.model_fields["type"].default for m in members} == {"builtin", "mini-swe-agent"}
+    assert {m.model_fields["type"].default for m in members} == {
+        "builtin",
+        "mini-swe-agent",
+        "openhands",
+    }

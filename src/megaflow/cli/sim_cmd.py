@@ -188,6 +188,7 @@ def _cost(tasks: int, seed: int, markdown: Path | None) -> None:
     from megaflow.sim.cost import ASSUMPTIONS, COST_COLUMNS, CostScenario, cost_rows, paper_scenario
 
     lines: list[str] = []
+    wide = Console(width=max(console.width, 130))  # the fleet names must not wrap
     for sigma, label in ((0.8, "heavy-tailed lengths"), (0.2, "near-equal lengths")):
         scenario = CostScenario(tasks=tasks, sigma=sigma, seed=seed)
         rows = cost_rows(paper_scenario(scenario))
@@ -197,7 +198,7 @@ def _cost(tasks: int, seed: int, markdown: Path | None) -> None:
             table.add_column(col)
         for row in rows:
             table.add_row(*row)
-        console.print(table)
+        wide.print(table)
         lines += [f"### {title}", "", "| " + " | ".join(COST_COLUMNS) + " |",
                   "|" + "---|" * len(COST_COLUMNS), *("| " + " | ".join(r) + " |" for r in rows),
                   ""]  # fmt: skip
