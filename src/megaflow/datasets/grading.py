@@ -24,6 +24,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.datasets.django_report import django_statuses_for
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.patches import apply_patch, patch_files
 from megaflow.datasets.prepare import GIT_ENV, WORKDIR
@@ -69,6 +70,28 @@ class GradeReport(BaseModel):
     test_output: str = Field("", description="The tail of the test run's output.")
     error: str | None = None
     duration_s: float = 0.0
+
+
+def runner_command(instance: SWEInstance) -> str:
+    """The shell command that runs the instance's tests: pytest gets ``-rA`` and the
+    test files; a Django runner's command is run as the instance gives it."""
+    if instance.megaflow_test_format == "django":
+        return instance.megaflow_test_cmd
+    return f"{instance.megaflow_test_cmd} -rA -p no:cacheprovider " + " ".join(
+        shlex.quote(f) for f in instance.test_files()
+    )
+
+
+def read_statuses(
+    instance: SWEInstance, stdout: str, stderr: str = ""
+) -> dict[str, TestStatus | None]:
+    """The status of each expected test in the test run's output, read in the
+    instance's ``megaflow_test_format``: pytest's summary is on stdout, a unittest
+    runner (Django's) reports on stderr."""
+    tests = [*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS]
+    if instance.megaflow_test_format == "django":
+        return django_statuses_for(stdout + "\n" + stderr, tests)
+    return statuses_for(stdout, tests)
 
 
 def _passes(status: TestStatus | None, strict: bool, maintained: bool = False) -> bool:
@@ -157,13 +180,13 @@ async def grade_prepared(
     why = await apply_patch(sandbox, instance.test_patch.encode())
     if why is not None:
         return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
-    cmd = f"{instance.megaflow_test_cmd} -rA -p no:cacheprovider " + " ".join(
-        shlex.quote(f) for f in instance.test_files()
-    )
     res = await sandbox.exec(
-        ["sh", "-c", cmd], timeout=instance.megaflow_test_timeout_s, env=TEST_ENV, cwd=WORKDIR
+        ["sh", "-c", runner_command(instance)],
+        timeout=instance.megaflow_test_timeout_s,
+        env=TEST_ENV,
+        cwd=WORKDIR,
     )
-    statuses = statuses_for(res.stdout, [*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS])
+    statuses = read_statuses(instance, res.stdout, res.stderr)
     report = score(instance, statuses, strict)
     report.model_patch = text
     report.patch_sha256 = hashlib.sha256(raw).hexdigest()

@@ -16,6 +16,10 @@ MegaFlow adds:
   with that image, and nothing is read on the host.
 * ``megaflow_reward``: ``binary`` (1 if resolved, else 0; the default) or
   ``fraction`` (the share of FAIL_TO_PASS and PASS_TO_PASS tests that pass).
+* ``megaflow_test_format``: what the tests' log is read as: ``pytest`` (the
+  default; the command gets ``-rA`` and the test files) or ``django`` (Django's
+  runner at ``--verbosity 2``, or ``python -m unittest -v``: the command runs as
+  given, so it names its own test labels, and must be set).
 * ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless set.
 * ``megaflow_test_timeout_s``: how long the test run may take.
 
@@ -30,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from megaflow.core.tasks import check_id
 
@@ -151,6 +155,7 @@ class SWEInstance(BaseModel):
     PASS_TO_PASS: list[str] = Field(default_factory=list)
     megaflow_source: RepoSource
     megaflow_reward: Literal["binary", "fraction"] = "binary"
+    megaflow_test_format: Literal["pytest", "django"] = "pytest"
     megaflow_test_cmd: str = "python3 -m pytest"
     megaflow_test_timeout_s: float = Field(600.0, gt=0)
 
@@ -170,6 +175,18 @@ class SWEInstance(BaseModel):
         if not v.strip():
             raise ValueError("the test patch is empty")
         return v
+
+    @model_validator(mode="after")
+    def _django_names_its_command(self) -> Self:
+        if (
+            self.megaflow_test_format == "django"
+            and "megaflow_test_cmd" not in self.model_fields_set
+        ):
+            raise ValueError(
+                "megaflow_test_format 'django' needs megaflow_test_cmd, the runner with its "
+                "test labels, e.g. './tests/runtests.py --verbosity 2 --parallel 1 app'"
+            )
+        return self
 
     def test_files(self) -> list[str]:
         """Files named by FAIL_TO_PASS and PASS_TO_PASS, in first-seen order."""

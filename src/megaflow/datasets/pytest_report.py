@@ -32,7 +32,7 @@ def parse_pytest_report(output: str) -> dict[str, TestStatus]:
     """Map each test node id in ``pytest -rA`` output to its status.
 
     A test reported twice keeps its later status, except that a pass never
-    replaces a failure (:func:`_merge`); ``SKIPPED`` lines carry a location,
+    replaces a failure (:func:`merge`); ``SKIPPED`` lines carry a location,
     not a node id, and are kept under that location.
     """
     statuses: dict[str, TestStatus] = {}
@@ -41,7 +41,7 @@ def parse_pytest_report(output: str) -> dict[str, TestStatus]:
         if not m:
             continue
         status, node = TestStatus(m.group(1)), m.group(2)
-        statuses[node] = _merge(statuses.get(node), status)
+        statuses[node] = merge(statuses.get(node), status)
     return statuses
 
 
@@ -50,7 +50,7 @@ def passed(status: TestStatus | None) -> bool:
     return status in (TestStatus.PASSED, TestStatus.XFAIL)
 
 
-def _merge(old: TestStatus | None, new: TestStatus) -> TestStatus:
+def merge(old: TestStatus | None, new: TestStatus) -> TestStatus:
     """The later line wins, as in SWE-bench's parser (a teardown ``ERROR`` is
     followed by the call's ``FAILED``), but a pass never hides a failure: a test
     that failed anywhere in the log (an earlier run, a rerun plugin) failed."""
@@ -106,7 +106,7 @@ def statuses_for(output: str, node_ids: list[str]) -> dict[str, TestStatus | Non
         reported.append((rest, status))
         node = _node_of(rest, wanted)
         if node is not None:
-            found[node] = _merge(found[node], status)
+            found[node] = merge(found[node], status)
     for node in node_ids:
         if found[node] is None:
             found[node] = _prefix_status(node, reported)
