@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, err_console, fail
+from megaflow.cli.tables import id_width
 from megaflow.core.errors import MegaFlowError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
@@ -58,27 +61,49 @@ def ls(
     path: Path = typer.Argument(..., help="A task-set directory, JSON or JSONL file."),
     roots: list[Path] | None = SourceRootOption,
     max_source_mb: int = MaxSourceOption,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """List the instances of a task set."""
     instances = _load(path, None, roots, max_source_mb)
+    rows = [_ls_row(i) for i in instances]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    # beside the instance id: repo, source, F2P, P2P and at least 12 of the issue
+    others = [max(4, *(len(r["repo"]) for r in rows)), 10, 3, 3, 12]
+    width = id_width((r["instance_id"] for r in rows), console.width, others)
     table = Table(title=f"{path}: {len(instances)} instances")
-    table.add_column("instance", style="bold")
-    table.add_column("repo")
+    table.add_column("instance", style="bold", overflow="fold", min_width=width)
+    table.add_column("repo", overflow="fold")
     table.add_column("source")
     table.add_column("F2P", justify="right")
     table.add_column("P2P", justify="right")
-    table.add_column("issue")
-    for i in instances:
-        title = i.problem_statement.strip().splitlines()[0] if i.problem_statement.strip() else ""
+    table.add_column("issue", no_wrap=True, overflow="ellipsis")
+    for r in rows:
         table.add_row(
-            i.instance_id,
-            i.repo,
-            i.megaflow_source.type,
-            str(len(i.FAIL_TO_PASS)),
-            str(len(i.PASS_TO_PASS)),
-            title[:60],
+            r["instance_id"],
+            r["repo"],
+            r["source"]["type"],
+            str(r["fail_to_pass"]),
+            str(r["pass_to_pass"]),
+            r["issue"][:60],
         )
     console.print(table)
+
+
+def _ls_row(i: SWEInstance) -> dict[str, Any]:
+    """One instance as ``tasks ls`` shows it (and prints it with ``--json``)."""
+    statement = i.problem_statement.strip()
+    return {
+        "instance_id": i.instance_id,
+        "repo": i.repo,
+        "base_commit": i.base_commit,
+        "source": i.megaflow_source.model_dump(mode="json"),
+        "fail_to_pass": len(i.FAIL_TO_PASS),
+        "pass_to_pass": len(i.PASS_TO_PASS),
+        "test_format": i.megaflow_test_format,
+        "issue": statement.splitlines()[0] if statement else "",
+    }
 
 
 @app.command("validate")

@@ -7,7 +7,8 @@ instance is fixed in one look.
 
 Every ``megaflow_source`` path must resolve (symlinks resolved) inside the
 task set's folder (the directory of the instances file) or one of the
-``source_roots`` given, and each source must be under the size cap; both are
+``source_roots`` given; a row without one whose ``repo_path`` names a folder
+takes it as its ``dir`` source. Each source must be under the size cap; both are
 checked here, before anything is copied. A file that is not UTF-8, nests
 deeper than :data:`MAX_DEPTH` or holds no instance is refused too.
 """
@@ -114,6 +115,23 @@ def describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _source_from_repo_path(record: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A record without ``megaflow_source`` whose ``repo_path`` names a folder
+    (relative paths against ``base``) takes that folder as its ``dir`` source; the
+    usual confinement applies to it. Any other record is returned as it is."""
+    repo_path = record.get("repo_path")
+    if "megaflow_source" in record or not isinstance(repo_path, str) or not repo_path:
+        return record
+    try:
+        p = Path(repo_path).expanduser()
+        is_dir = (p if p.is_absolute() else base / p).is_dir()
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        is_dir = False
+    if not is_dir:
+        return record
+    return {**record, "megaflow_source": {"type": "dir", "path": repo_path}}
+
+
 def parse_instance(
     record: Any, where: str, base: Path, source_roots: Sequence[str | Path] = ()
 ) -> SWEInstance:
@@ -125,7 +143,7 @@ def parse_instance(
         )
     iid = record.get("instance_id", "?")
     try:
-        inst = SWEInstance.model_validate(record)
+        inst = SWEInstance.model_validate(_source_from_repo_path(record, base))
     except ValidationError as e:
         raise InvalidInput(f"{where}: instance {iid!r}: {describe(e)}") from None
     try:

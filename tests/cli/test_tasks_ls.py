@@ -1,0 +1,49 @@
+"""``megaflow tasks ls``: ``--json``, and ids never cut off in a narrow terminal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from megaflow.cli.main import app
+from megaflow.datasets import load_instances
+from tests.datasets.conftest import MINI_SWE, make_calc_repo, write_jsonl
+
+LONG_ID = "averyveryverylongorganisation__averyveryverylongrepositoryname-123456"
+
+
+def test_ls_json_lists_every_instance() -> None:
+    result = CliRunner().invoke(app, ["tasks", "ls", str(MINI_SWE), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    instances = load_instances(MINI_SWE)
+    assert [r["instance_id"] for r in rows] == [i.instance_id for i in instances]
+    first, inst = rows[0], instances[0]
+    assert first["fail_to_pass"] == len(inst.FAIL_TO_PASS)
+    assert first["pass_to_pass"] == len(inst.PASS_TO_PASS)
+    assert first["source"] == inst.megaflow_source.model_dump(mode="json")
+    assert first["test_format"] == "pytest"
+    assert first["issue"] == inst.problem_statement.strip().splitlines()[0]
+
+
+def test_ids_are_not_cut_at_80_columns(tmp_path: Path) -> None:
+    _, inst = make_calc_repo(tmp_path)
+    rows = [{**inst, "instance_id": f"{LONG_ID}{n}"} for n in range(2)]
+    path = write_jsonl(tmp_path / "set.jsonl", rows)
+    result = CliRunner().invoke(app, ["tasks", "ls", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    cells = ["".join(line.split("│")[1].split()) for line in result.output.splitlines() if "│" in line]
+    for n in range(2):
+        assert f"{LONG_ID}{n}" in "".join(cells), result.output
+
+
+def test_ls_json_of_a_bad_set_exits_2(tmp_path: Path) -> None:
+    _, inst = make_calc_repo(tmp_path)
+    del inst["problem_statement"]
+    path = write_jsonl(tmp_path / "set.jsonl", [inst])
+    result = CliRunner().invoke(app, ["tasks", "ls", str(path), "--json"])
+    assert result.exit_code == 2
+    assert "problem_statement" in result.output
