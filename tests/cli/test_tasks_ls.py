@@ -35,7 +35,9 @@ def test_ids_are_not_cut_at_80_columns(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["tasks", "ls", str(path)], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.output.splitlines()) <= 80
-    cells = ["".join(line.split("│")[1].split()) for line in result.output.splitlines() if "│" in line]
+    cells = [
+        "".join(line.split("│")[1].split()) for line in result.output.splitlines() if "│" in line
+    ]
     for n in range(2):
         assert f"{LONG_ID}{n}" in "".join(cells), result.output
 
