@@ -1,14 +1,14 @@
 # MegaFlow: two commands on a fresh clone.
-#   make run   - set up .venv and run the train quickstart (megaflow train) on embedded defaults
+#   make run   - set up .venv and run the main job (gold and empty patches on the mini-SWE set)
 #   make test  - set up .venv (and system packages when root) and run every test
-#   make eval  - the evaluation job: gold and empty patches on the mini-SWE set
+#   make train - the train quickstart: the closed RL loop (megaflow train) on embedded defaults
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 POLICY := .megaflow/models/settings-fix
 
-.PHONY: setup sysdeps openhands run eval test test-fast lint fmt bench proto clean
+.PHONY: setup sysdeps openhands run eval train test test-fast lint fmt bench proto clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,13 @@ sysdeps:
 $(POLICY): | $(STAMP)
 	$(PY) -m megaflow.app.training.quickstart $(POLICY)
 
-run: $(STAMP) sysdeps $(POLICY)
-	$(VENV)/bin/megaflow train examples/train-quickstart.yaml
-
-eval: $(STAMP) sysdeps
+run: $(STAMP) sysdeps
 	$(VENV)/bin/megaflow run examples/quickstart.yaml
+
+eval: run
+
+train: $(STAMP) sysdeps $(POLICY)
+	$(VENV)/bin/megaflow train examples/train-quickstart.yaml
 
 test: $(STAMP) sysdeps openhands
 	$(PY) -m pytest -q $(PYTEST_ARGS)
