@@ -235,3 +235,22 @@ async def test_a_nested_workdir_is_reachable_by_the_agent(local: LocalRuntime) -
     async with await local.create(spec) as sb:
         result = await sb.exec("pwd; cat f.txt; stat -c %a /opt/deep")
         assert result.stdout == "/opt/deep/ws\nhere\n755\n", result
+
+
+async def test_commands_get_default_signals_whatever_the_host_ignores(
+    local: LocalRuntime,
+) -> None:
+    """A host started in the background or under nohup ignores SIGINT/SIGHUP, and
+    ignored signals survive exec: the sandbox's commands must start at the defaults."""
+    import signal
+
+    sigs = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
+    try:
+        async with await local.create(EnvironmentSpec()) as box:
+            for name in ("INT", "QUIT", "HUP"):
+                res = await box.exec(f"kill -{name} $$; echo survived")
+                assert "survived" not in res.stdout, (name, res)
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)

@@ -46,8 +46,11 @@ def become_agent() -> None:
 
 def _reset_signals() -> None:
     # python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec:
-    # `yes | head` would never end
-    for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+    # `yes | head` would never end. A host started in the background (or under
+    # nohup) ignores SIGINT, SIGQUIT or SIGHUP, and a shell cannot trap a signal
+    # ignored on entry: Ctrl-C would never reach an agent's command.
+    for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT,
+                signal.SIGHUP):  # fmt: skip
         signal.signal(sig, signal.SIG_DFL)
 
 
