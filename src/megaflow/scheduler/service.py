@@ -8,19 +8,20 @@
     counts = await sched.wait(run.id)                   # every task terminal
     await sched.stop()
 
-Two background tasks and no polling: a reader turns bus events (task
-submitted, capacity freed, instance joined / heartbeat / lost, task
-cancelled) into changes of the core and sets a wake flag; the
+Two background tasks and no polling: the :class:`Intake`'s reader turns bus
+events (task submitted, capacity freed, instance joined / heartbeat / lost,
+task cancelled) into changes of the core and sets a wake flag; the
 :class:`Dispatcher` sleeps on that flag and, when woken, runs one planning
 round. Timers (retry backoff, a token bucket refilling, a queue timeout, a
 heartbeat deadline) are one-shot ``call_later`` handles armed only when
 needed.
 
 The scheduler is composed, not inherited. This module holds the public
-API, the lifecycle, the event reader and the intake; a :class:`TaskBook`
-holds the task states, an :class:`AttemptRunner` runs placed attempts, a
-:class:`FleetWatch` follows the instances and a :class:`Dispatcher` turns
-decisions into attempts, each given its collaborators explicitly.
+API and the lifecycle, which builds the parts: a :class:`TaskBook` holds the
+task states, an :class:`AttemptRunner` runs placed attempts, a
+:class:`FleetWatch` follows the instances, an :class:`Intake` takes events
+and tasks in and a :class:`Dispatcher` turns decisions into attempts, each
+given its collaborators explicitly.
 """
 
 from __future__ import annotations
@@ -31,14 +32,7 @@ import time
 from collections.abc import Iterable
 
 from megaflow.core.errors import InvalidInput, NotFound
-from megaflow.core.events import (
-    Event,
-    InstanceHeartbeat,
-    InstanceJoined,
-    InstanceLost,
-    TaskCancelled,
-    TaskSubmitted,
-)
+from megaflow.core.events import TaskCancelled, TaskSubmitted
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Outcome, RunSpec, TaskSpec
@@ -53,20 +47,12 @@ from megaflow.scheduler.dispatch import DispatchCore
 from megaflow.scheduler.dispatcher import Dispatcher
 from megaflow.scheduler.fleet import Instance
 from megaflow.scheduler.fleet_watch import FleetWatch
+from megaflow.scheduler.intake import KINDS, Intake
 from megaflow.scheduler.outcomes import backoff
 from megaflow.scheduler.writer import StateWriter
 from megaflow.storage.abstract import QueuedTask, Subscription
 from megaflow.storage.factory import Stores
 from megaflow.storage.recovery import RecoveryReport, recover_queue
-
-_KINDS = (
-    "task_submitted",
-    "capacity_freed",
-    "instance_joined",
-    "instance_heartbeat",
-    "instance_lost",
-    "task_cancelled",
-)
 
 
 class Scheduler(Lifecycle):
@@ -97,7 +83,6 @@ class Scheduler(Lifecycle):
         self._initial = (
             list(instances) if instances is not None else [local_instance(config.max_concurrency)]
         )
-        self.events_handled = 0
         self._wake = asyncio.Event()
         self._sub: Subscription | None = None
         self._bg: list[asyncio.Task[None]] = []
@@ -108,6 +93,7 @@ class Scheduler(Lifecycle):
         self.runner: AttemptRunner | None = None
         self.fleet_watch: FleetWatch | None = None
         self.dispatcher: Dispatcher | None = None
+        self.intake: Intake | None = None
         self.decisions: DecisionLog | None = None
         """The learned policy's recorded decisions (``policy.record``), else None."""
 
@@ -123,6 +109,11 @@ class Scheduler(Lifecycle):
     @property
     def failures(self) -> dict[str, int]:
         return self.book.failures
+
+    @property
+    def events_handled(self) -> int:
+        """Bus events read; an idle scheduler does not add to it."""
+        return 0 if self.intake is None else self.intake.events_handled
 
     @property
     def rounds(self) -> int:
@@ -180,14 +171,18 @@ class Scheduler(Lifecycle):
             wake=self._wake, core=core, runner=runner, watch=watch, loop=loop,
             clock=self.now, counts=self.counts, metrics=self.metrics,
         )  # fmt: skip
+        intake = self.intake = Intake(
+            book=self.book, core=core, runner=runner, watch=watch, queue=self.stores.queue,
+            clock=self.now, kick=kick,
+        )  # fmt: skip
         self.writer.start()
         now = self.now()
         for spec in self._initial:
             core.add_instance(spec, now)
         await self.executor.start()
-        self._sub = await self.stores.events.subscribe(_KINDS, maxsize=4096)
+        self._sub = await self.stores.events.subscribe(KINDS, maxsize=4096)
         self._bg = [
-            loop.create_task(self._read(self._sub), name="scheduler-reader"),
+            loop.create_task(intake.read(self._sub), name="scheduler-reader"),
             loop.create_task(self.dispatcher.run(), name="scheduler-dispatcher"),
         ]
 
@@ -235,11 +230,11 @@ class Scheduler(Lifecycle):
                     "submit each run's tasks with that run"
                 )
         records = await md.add_tasks(tasks)
-        if self.runner is not None and self._started:
+        if self.intake is not None and self._started:
             # In this process the dispatcher takes them in at once: no round trip
             # through the intake queue. They are QUEUED in the metadata store,
             # which is what resume rebuilds from after a crash.
-            self._take_in([(r.spec, r.seq) for r in records])
+            self.intake.take_in([(r.spec, r.seq) for r in records])
             self.kick()
         else:
             await self.stores.queue.push([QueuedTask(spec=r.spec, seq=r.seq) for r in records])
@@ -289,48 +284,3 @@ class Scheduler(Lifecycle):
     @property
     def queue_depth(self) -> int:
         return self.core.depth
-
-    # -- events ---------------------------------------------------------------------
-    async def _read(self, sub: Subscription) -> None:
-        async for event in sub:
-            self.events_handled += 1
-            await self._handle(event)
-            self.kick()
-
-    async def _handle(self, event: Event) -> None:
-        watch = self.fleet_watch
-        assert watch is not None, "events are read only once started"
-        if isinstance(event, TaskSubmitted):
-            await self._intake()
-        elif isinstance(event, InstanceJoined):
-            watch.joined(event)
-        elif isinstance(event, InstanceHeartbeat):
-            watch.heartbeat(event.instance)
-        elif isinstance(event, InstanceLost):
-            watch.lost(event.instance, event.reason)
-        elif isinstance(event, TaskCancelled):
-            await self._runner().cancel_local(event.run_id, event.task_id)
-
-    async def _intake(self) -> None:
-        """Move every task of the shared intake queue into the dispatcher."""
-        queue = self.stores.queue
-        items = await queue.pop(await queue.size())
-        if not items:
-            return
-        self._take_in([(i.spec, i.seq) for i in items])
-        # The dispatcher holds them now; after a crash the metadata store
-        # (not the queue) is what resume rebuilds from.
-        await queue.ack([i.task_id for i in items])
-
-    def _take_in(self, items: list[tuple[TaskSpec, int]]) -> None:
-        """Hand queued tasks (spec, arrival seq) to the dispatcher, once each."""
-        now = self.now()
-        book, core, runner = self.book, self.core, self._runner()
-        state, queued = book.state, TaskState.QUEUED
-        for spec, seq in items:
-            if state.get(spec.id, queued) is not queued:
-                continue
-            book.track(spec, queued)
-            core.enqueue(PendingTask(spec, seq, now))
-            if spec.timeouts.queue_s is not None:
-                runner.arm_queue_timeout(spec.id, spec.timeouts.queue_s)
