@@ -156,12 +156,16 @@ def _print(job: Job, s: JobSummary) -> None:
     for name, ok, got in s.checks:
         mark = "[green]pass[/]" if ok else "[red]FAIL[/]"
         console.print(f"check {mark}: {name} (got {got})")
-    st = job.cfg.storage
+    meta, artifacts = job.cfg.storage.metadata, job.cfg.storage.artifacts
+    after = (
+        f"-> `megaflow results {job.run_id}`"
+        if meta.kept()
+        else "(not kept: gone with this process, so `megaflow results` cannot read them)"
+    )
     console.print(
-        f"results: {st.metadata.type} metadata at "
-        f"{getattr(st.metadata, 'path', '(server)')} -> `megaflow results {job.run_id}`; "
+        f"results: {meta.type} metadata {meta.where()} {after}; "
         f"trajectories, patches and grade reports under "
-        f"{getattr(st.artifacts, 'root', '(object store)')}/runs/{job.run_id}/"
+        f"{artifacts.where(f'runs/{job.run_id}/')}"
     )
 
 

@@ -6,6 +6,7 @@ module only then; a new backend is one config class and one union member.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +19,14 @@ class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_SECRET = re.compile(r"(?<=://)([^:/@\s]*):[^@\s]*@|(?<![\w])(password\s*=\s*)(?:'[^']*'|\S+)")
+
+
+def _hide_password(address: str) -> str:
+    """A connection URI or libpq string with its password shown as ``***``."""
+    return _SECRET.sub(lambda m: f"{m[1]}:***@" if m[1] is not None else f"{m[2]}***", address)
+
+
 class SqliteMetadataConfig(_Cfg):
     type: Literal["sqlite"] = "sqlite"
     path: str = Field(".megaflow/megaflow.db", description="Database file; ':memory:' for none.")
@@ -26,6 +35,14 @@ class SqliteMetadataConfig(_Cfg):
         from megaflow.storage.sqlite import SqliteMetadataStore
 
         return SqliteMetadataStore(self.path)
+
+    def where(self) -> str:
+        """Where the metadata lives, as a phrase for messages: ``at PATH`` or ``in ...``."""
+        return "in this process's memory" if self.path == ":memory:" else f"at {self.path}"
+
+    def kept(self) -> bool:
+        """Whether the metadata outlives the process that wrote it."""
+        return self.path != ":memory:"
 
 
 class PostgresMetadataConfig(_Cfg):
@@ -50,6 +67,14 @@ class PostgresMetadataConfig(_Cfg):
             max_connections=self.max_connections,
         )
 
+    def where(self) -> str:
+        """Where the metadata lives, as a phrase for messages (no password)."""
+        return f"at {_hide_password(self.dsn)}, schema {self.db_schema}"
+
+    def kept(self) -> bool:
+        """Whether the metadata outlives the process that wrote it."""
+        return True
+
 
 class MongoMetadataConfig(_Cfg):
     type: Literal["mongo"] = "mongo"
@@ -66,6 +91,14 @@ class MongoMetadataConfig(_Cfg):
 
         return MongoMetadataStore(self.uri, database=self.database, transactions=self.transactions)
 
+    def where(self) -> str:
+        """Where the metadata lives, as a phrase for messages (no password)."""
+        return f"at {_hide_password(self.uri)}, database {self.database}"
+
+    def kept(self) -> bool:
+        """Whether the metadata outlives the process that wrote it."""
+        return True
+
 
 class MemoryMetadataConfig(_Cfg):
     """Dicts in this process: nothing survives it (tests, benchmarks, dry runs)."""
@@ -76,6 +109,14 @@ class MemoryMetadataConfig(_Cfg):
         from megaflow.storage.memory_metadata import MemoryMetadataStore
 
         return MemoryMetadataStore()
+
+    def where(self) -> str:
+        """Where the metadata lives, as a phrase for messages."""
+        return "in this process's memory"
+
+    def kept(self) -> bool:
+        """Whether the metadata outlives the process that wrote it."""
+        return False
 
 
 class MemoryQueueConfig(_Cfg):
@@ -166,6 +207,10 @@ class LocalArtifactsConfig(_Cfg):
 
         return LocalArtifactStore(self.root)
 
+    def where(self, key: str = "") -> str:
+        """Where the artifacts (under ``key``) live, for messages."""
+        return f"{self.root.rstrip('/')}/{key}"
+
 
 class S3ArtifactsConfig(_Cfg):
     type: Literal["s3"] = "s3"
@@ -201,6 +246,11 @@ class S3ArtifactsConfig(_Cfg):
             part_size=self.part_size,
             create_bucket=self.create_bucket,
         )
+
+    def where(self, key: str = "") -> str:
+        """Where the artifacts (under ``key``) live, for messages."""
+        at = f" at {self.endpoint_url}" if self.endpoint_url else ""
+        return f"s3://{self.bucket}/{self.prefix}{key}{at}"
 
 
 MetadataConfig = Annotated[
