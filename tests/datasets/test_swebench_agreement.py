@@ -18,90 +18,34 @@ called: MegaFlow's logs do not carry those markers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import pytest
-from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-from swebench.harness.grading import (
-    _resolve_case,  # how SWE-bench finds a listed id in its status map
-    get_eval_tests_report,
-    get_resolution_status,
-)
+from swebench.harness.grading import _resolve_case  # how SWE-bench finds a listed id
 from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_pytest
 
 from megaflow.datasets import SWEInstance, load_instances
-from megaflow.datasets.grading import GradeReport, score
+from megaflow.datasets.grading import GradeReport
 from megaflow.datasets.pytest_report import statuses_for
 from megaflow.datasets.validate import grade_patches
 from megaflow.environment.abstract import Runtime
+from tests.datasets.agreement import FAILURE_STICKS, Case, Verdicts, check, compare, instance
 from tests.datasets.conftest import MINI_SWE
 
 # The reasons MegaFlow differs from SWE-bench by design (docs/tasks-format.md).
 WHOLE_IDS = "MegaFlow keeps a parametrized id with spaces whole; SWE-bench cuts it at the space"
-FAILURE_STICKS = "a pass never hides an earlier failure of the same test in MegaFlow"
 NO_XPASS = "SWE-bench's parser has no XPASS status; both count the test as not passing"
 
 
-@dataclass
-class Case:
-    name: str
-    log: str
-    f2p: list[str]
-    p2p: list[str]
-    # test id -> reason, for each listed test whose status differs by design
-    differs: dict[str, str] = field(default_factory=dict)
-    # the resolved decision differs by design, for this reason
-    resolved_differs: str | None = None
-
-
-@dataclass
-class Verdicts:
-    megaflow: dict[str, str | None]
-    swebench: dict[str, str | None]
-    megaflow_passing: set[str]
-    swebench_passing: set[str]
-    megaflow_resolved: bool
-    swebench_resolved: bool
-
-
-def _instance(f2p: list[str], p2p: list[str]) -> SWEInstance:
-    base = load_instances(MINI_SWE)[0]
-    return base.model_copy(update={"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-
-
 def verdicts(log: str, inst: SWEInstance) -> Verdicts:
-    listed = [*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS]
-    ours = statuses_for(log, listed)
-    report = score(inst, ours)
+    ours = statuses_for(log, [*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS])
     # the test spec is not read by the pytest parser
     theirs: dict[str, str] = parse_log_pytest(log, None)  # type: ignore[arg-type]
-    gold = {FAIL_TO_PASS: inst.FAIL_TO_PASS, PASS_TO_PASS: inst.PASS_TO_PASS}
-    tests_report: dict[str, Any] = get_eval_tests_report(theirs, gold)
-    return Verdicts(
-        megaflow={t: (s.value if s else None) for t, s in ours.items()},
-        swebench={t: theirs[k] if (k := _resolve_case(t, theirs)) else None for t in listed},
-        megaflow_passing={*report.fail_to_pass.passed, *report.pass_to_pass.passed},
-        swebench_passing={
-            *tests_report[FAIL_TO_PASS]["success"],
-            *tests_report[PASS_TO_PASS]["success"],
-        },
-        megaflow_resolved=report.resolved,
-        swebench_resolved=get_resolution_status(tests_report) == ResolvedStatus.FULL.value,
+    return compare(
+        inst, ours, theirs, lambda t: theirs[k] if (k := _resolve_case(t, theirs)) else None
     )
 
 
-def check(case: Case) -> bool:
-    """Assert the case agrees except where it says; True when it agrees fully."""
-    v = verdicts(case.log, _instance(case.f2p, case.p2p))
-    differing = {t for t in v.megaflow if v.megaflow[t] != v.swebench[t]}
-    assert differing == set(case.differs), (case.name, v.megaflow, v.swebench)
-    if case.resolved_differs is None:
-        assert v.megaflow_resolved == v.swebench_resolved, (case.name, v)
-        assert v.megaflow_passing == v.swebench_passing, (case.name, v)
-    else:
-        assert v.megaflow_resolved != v.swebench_resolved, (case.name, v)
-    return not differing and case.resolved_differs is None
+def judge(case: Case) -> Verdicts:
+    return verdicts(case.log, instance(case.f2p, case.p2p))
 
 
 SUMMARY = "=========================== short test summary info ============================\n"
@@ -243,7 +187,7 @@ def test_the_pytest_repositories_use_this_parser() -> None:
 
 
 def test_hand_written_logs_agree() -> None:
-    agreeing = [c.name for c in HAND_WRITTEN if check(c)]
+    agreeing = [c.name for c in HAND_WRITTEN if check(c, judge)]
     by_design = [c.name for c in HAND_WRITTEN if c.differs or c.resolved_differs]
     print(f"swebench agreement, hand-written logs: {len(agreeing)} of {len(HAND_WRITTEN)}")
     assert len(agreeing) + len(by_design) == len(HAND_WRITTEN)
@@ -287,7 +231,8 @@ async def test_recorded_gradings_agree(runtime: Runtime) -> None:
                 r.test_output,
                 inst.FAIL_TO_PASS,
                 inst.PASS_TO_PASS,
-            )
+            ),
+            judge,
         )
     print(f"swebench agreement, recorded gradings: {agreeing} of {len(reports)}")
     assert agreeing == len(reports)

@@ -13,14 +13,10 @@ resolved decision, except where a case names a difference by design
 
 from __future__ import annotations
 
-from typing import Any
-
-from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_django
 
-from megaflow.datasets.grading import read_statuses, score
-from tests.datasets.test_swebench_agreement import FAILURE_STICKS, Case, Verdicts, _instance
+from megaflow.datasets.grading import read_statuses
+from tests.datasets.agreement import FAILURE_STICKS, Case, Verdicts, check, compare, instance
 
 NO_UNITTEST_XFAIL = (
     "SWE-bench's Django parser does not read 'expected failure'; MegaFlow counts it "
@@ -33,40 +29,13 @@ NAME_AND_DOC = "MegaFlow also keys a result under the name line above its docstr
 HEADER_WHOLE = "MegaFlow reads the whole id of a 'FAIL:' header; SWE-bench keeps its first word"
 
 
-def verdicts(log: str, f2p: list[str], p2p: list[str]) -> Verdicts:
-    inst = _instance(f2p, p2p).model_copy(
+def judge(case: Case) -> Verdicts:
+    inst = instance(case.f2p, case.p2p).model_copy(
         update={"megaflow_test_format": "django", "megaflow_test_cmd": "./runtests.py -v 2"}
     )
-    ours = read_statuses(inst, "", log)
-    report = score(inst, ours)
-    theirs: dict[str, str] = parse_log_django(log, None)  # type: ignore[arg-type]
-    tests_report: dict[str, Any] = get_eval_tests_report(
-        theirs, {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p}
-    )
-    return Verdicts(
-        megaflow={t: (s.value if s else None) for t, s in ours.items()},
-        swebench={t: theirs.get(t) for t in [*f2p, *p2p]},
-        megaflow_passing={*report.fail_to_pass.passed, *report.pass_to_pass.passed},
-        swebench_passing={
-            *tests_report[FAIL_TO_PASS]["success"],
-            *tests_report[PASS_TO_PASS]["success"],
-        },
-        megaflow_resolved=report.resolved,
-        swebench_resolved=get_resolution_status(tests_report) == ResolvedStatus.FULL.value,
-    )
-
-
-def check(case: Case) -> bool:
-    """Assert the case agrees except where it says; True when it agrees fully."""
-    v = verdicts(case.log, case.f2p, case.p2p)
-    differing = {t for t in v.megaflow if v.megaflow[t] != v.swebench[t]}
-    assert differing == set(case.differs), (case.name, v.megaflow, v.swebench)
-    if case.resolved_differs is None:
-        assert v.megaflow_resolved == v.swebench_resolved, (case.name, v)
-        assert v.megaflow_passing == v.swebench_passing, (case.name, v)
-    else:
-        assert v.megaflow_resolved != v.swebench_resolved, (case.name, v)
-    return not differing and case.resolved_differs is None
+    ours = read_statuses(inst, "", case.log)
+    theirs: dict[str, str] = parse_log_django(case.log, None)  # type: ignore[arg-type]
+    return compare(inst, ours, theirs, theirs.get)
 
 
 A = "test_a (app.tests.Case)"
@@ -170,7 +139,7 @@ def test_the_django_repository_uses_this_parser() -> None:
 
 
 def test_hand_written_django_logs_agree() -> None:
-    agreeing = [c.name for c in HAND_WRITTEN if check(c)]
+    agreeing = [c.name for c in HAND_WRITTEN if check(c, judge)]
     by_design = [c.name for c in HAND_WRITTEN if c.differs or c.resolved_differs]
     print(f"swebench agreement, hand-written Django logs: {len(agreeing)} of {len(HAND_WRITTEN)}")
     assert len(agreeing) + len(by_design) == len(HAND_WRITTEN)
