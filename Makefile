@@ -15,7 +15,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc,train,agents,postgres,mongo,redis,s3,ray]'
+	$(PY) -m pip install -q -e '.[dev,model,container,parquet,rpc,train,agents,postgres,mongo,redis,s3,ray,kubernetes]'
 	touch $(STAMP)
 
 setup: $(STAMP) openhands

@@ -136,6 +136,85 @@ class ContainerRuntimeConfig(_Cfg):
         return ContainerRuntime(self, metrics=metrics)
 
 
+class KubernetesRuntimeConfig(_Cfg):
+    """Pods in a Kubernetes namespace, through the official client (``docs/kubernetes.md``)."""
+
+    type: Literal["kubernetes"] = "kubernetes"
+    namespace: str = Field(
+        "megaflow",
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+        description="Namespace the sandbox pods and their runs' owner objects live in.",
+    )
+    label: str = Field(
+        "megaflow",
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$",
+        description="Value of the megaflow.io/owner label on all this runtime makes, and "
+        "the pod name prefix; list and reap see only pods carrying it.",
+    )
+    kubeconfig: str | None = Field(
+        None,
+        description="kubeconfig file; None uses the pod's service account inside a cluster, "
+        "else $KUBECONFIG or ~/.kube/config.",
+    )
+    context: str | None = Field(None, description="kubeconfig context; None: its current one.")
+    host_image: str | None = Field(
+        None, description="Image used for specs asking for 'host'; None makes them an error."
+    )
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Secrets (in the namespace) for private registries."
+    )
+    service_account: str | None = Field(
+        None,
+        description="Service account of the sandbox pods (its token is never mounted); "
+        "None: the namespace's default.",
+    )
+    run_as_user: int | None = Field(
+        1000,
+        ge=1,
+        description="Uid the sandbox runs as (non-root, no privilege escalation); None runs "
+        "as the image's user, for images whose tasks need root.",
+    )
+    runtime_class: str | None = Field(
+        None, description="RuntimeClass of the sandbox pods (gVisor, Kata); None: the default."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels a sandbox pod must match."
+    )
+    request_share: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="CPU and memory requests as a share of the limits (1: Guaranteed QoS).",
+    )
+    deadline_grace_s: float = Field(
+        300.0,
+        ge=0,
+        description="activeDeadlineSeconds is the spec's ttl_s plus this, a backstop behind "
+        "the reaper (which removes a pod at its ttl_s) when no runtime is left to reap.",
+    )
+    api_timeout_s: float = Field(30.0, gt=0, description="Timeout of one API call.")
+    start_timeout_s: float = Field(
+        300.0, gt=0, description="Longest wait for a pod to run (image pull included)."
+    )
+    setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")
+    max_transfer_mb: int = Field(
+        512, ge=1, description="Largest download (tar over exec) from a sandbox, MiB."
+    )
+    max_connections: int = Field(
+        64, ge=1, description="Threads for blocking client calls and exec streams."
+    )
+    reap_on_start: bool = Field(True, description="Reap stale pods when the runtime starts.")
+    reap_interval_s: float | None = Field(
+        60.0, gt=0, description="How often stale pods are reaped while running; None: never."
+    )
+
+    def build(self, metrics: EnvironmentMetrics | None = None) -> Runtime:
+        from megaflow.environment.kubernetes import KubernetesRuntime
+
+        return KubernetesRuntime(self, metrics=metrics)
+
+
 class DummyRuntimeConfig(_Cfg):
     """In-memory sandboxes for tests of logic elsewhere; runs nothing."""
 
@@ -148,7 +227,7 @@ class DummyRuntimeConfig(_Cfg):
 
 
 RuntimeConfig = Annotated[
-    LocalRuntimeConfig | ContainerRuntimeConfig | DummyRuntimeConfig,
+    LocalRuntimeConfig | ContainerRuntimeConfig | KubernetesRuntimeConfig | DummyRuntimeConfig,
     Field(discriminator="type"),
 ]
 

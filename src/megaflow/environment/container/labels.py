@@ -15,7 +15,7 @@ from typing import Any
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxInfo
 from megaflow.environment.config import ContainerRuntimeConfig
-from megaflow.environment.container.exec import KEEPER_SCRIPT
+from megaflow.environment.container.scripts import KEEPER_SCRIPT
 
 
 def populates(spec: EnvironmentSpec) -> bool:

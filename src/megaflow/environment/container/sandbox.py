@@ -20,14 +20,8 @@ from megaflow.environment.abstract import (
     SandboxStats,
     shell_argv,
 )
-from megaflow.environment.container.exec import (
-    KILL_SCRIPT,
-    RESET_SCRIPT,
-    SNAPSHOT_SCRIPT,
-    Output,
-    run_command,
-    run_quiet,
-)
+from megaflow.environment.container.exec import Output, run_command, run_quiet
+from megaflow.environment.container.scripts import KILL_SCRIPT, RESET_SCRIPT, SNAPSHOT_SCRIPT
 from megaflow.environment.container.tar import first_file, plain_tar, single_file_tar
 
 if TYPE_CHECKING:
