@@ -7,8 +7,9 @@ group's standard deviation), the policy term is PPO's clipped importance
 ratio against the logprobs the sampler recorded, an optional KL penalty
 pulls towards a frozen copy of the initial model, and the per-token losses
 are averaged over tokens or over sequences. How the ranks share the model
-(``strategy``), the optimizer (AdamW or 1-bit Adam), the learning-rate and
-batch-size schedules, checkpoint timing and the metrics log are fields too.
+(``strategy``), where they run (``launcher``), the optimizer (AdamW or 1-bit
+Adam), the learning-rate and batch-size schedules, checkpoint timing and the
+metrics log are fields too.
 See ``docs/train.md`` and ``docs/train-scale.md``.
 
 This module imports neither torch nor transformers.
@@ -20,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from megaflow.train.launcher_config import LauncherConfig, LocalLauncherConfig
 from megaflow.train.plan_config import Hardware
 
 Strategy = Literal["fsdp", "auto", "ddp", "zero2", "zero3", "hsdp", "zero3_offload"]
@@ -89,6 +91,11 @@ class TrainerConfig(BaseModel):
     )
     timeout_s: float = Field(
         600, gt=0, description="Longest wait for a collective before a rank gives up."
+    )
+    launcher: LauncherConfig = Field(
+        default_factory=LocalLauncherConfig,
+        description="Where the ranks run: 'local' processes (or torchrun), or 'ray' actors "
+        "of a Ray cluster (megaflow.train.launcher_config).",
     )
     checkpoint_every: int = Field(
         10, ge=0, description="Checkpoint every this many optimizer steps; 0: never."

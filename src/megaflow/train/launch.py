@@ -1,4 +1,4 @@
-"""Starting the trainer ranks: spawned processes, or under ``torchrun``.
+"""Starting the trainer ranks: spawned processes, under ``torchrun``, or on Ray.
 
 :func:`start` returns the :class:`~megaflow.train.trainer.Trainer` on rank
 0, the process of the caller (the loop), and runs the protocol of
@@ -19,6 +19,10 @@
   group is joined through ``env://``; rank 0 gets the Trainer and every other
   rank serves inside :func:`start` and gets ``None`` once rank 0 closes, so a
   script does ``trainer = start(...); if trainer is None: return``.
+
+* **Ray** (``launcher: {type: ray}``): every rank is an actor of a Ray
+  cluster, started by :mod:`megaflow.train.ray_ranks`; the Trainer stays in
+  the caller's process and sends each op to every rank's actor.
 
 The backend is gloo on CPU and NCCL with one GPU per rank (``LOCAL_RANK``);
 ``auto`` picks NCCL when CUDA is available. Only gloo on CPU is tested here.
@@ -69,7 +73,8 @@ def _device(backend: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def _resolve(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> Resolved:
+def resolve_strategy(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> Resolved:
+    """The strategy of ``world`` ranks, with this process's GPU memory under NCCL."""
     gpu_gb = None
     if backend == "nccl":
         gpu_gb = torch.cuda.get_device_properties(0).total_memory / GB
@@ -79,7 +84,7 @@ def _resolve(model_dir: Path, config: TrainerConfig, world: int, backend: str) -
 def _agree(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> Resolved:
     """Under torchrun: every rank applies rank 0's strategy, or fails with its error."""
     try:
-        mine: Resolved | str = _resolve(model_dir, config, world, backend)
+        mine: Resolved | str = resolve_strategy(model_dir, config, world, backend)
     except ConfigError as exc:
         mine = str(exc)
     agreed: list[Any] = [mine]
@@ -90,7 +95,7 @@ def _agree(model_dir: Path, config: TrainerConfig, world: int, backend: str) -> 
     return agreed[0]  # type: ignore[no-any-return]
 
 
-def _build(
+def build_worker(
     model_dir: str | Path,
     config: TrainerConfig,
     rank: int,
@@ -98,7 +103,8 @@ def _build(
     backend: str,
     strategy: str,
 ) -> RankWorker:
-    """Build this rank's worker, then learn whether every rank managed to."""
+    """Build this rank's worker, then learn whether every rank managed to (a
+    collective: every rank of the process group calls it)."""
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     worker: RankWorker | None = None
     error: str | None = None
@@ -148,7 +154,7 @@ def _spawned_rank(
     config = TrainerConfig.model_validate_json(config_json)
     _join(backend, rank, world, config, port)
     try:
-        worker = _build(model_dir, config, rank, world, backend, strategy)
+        worker = build_worker(model_dir, config, rank, world, backend, strategy)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return
@@ -194,7 +200,7 @@ def _spawn(
 
     try:
         dist.init_process_group(backend, store=store, rank=0, world_size=world, timeout=timeout)
-        worker = _build(model_dir, config, 0, world, backend, strategy)
+        worker = build_worker(model_dir, config, 0, world, backend, strategy)
     except BaseException:
         for p in procs:
             p.kill()
@@ -208,8 +214,18 @@ def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
     Raises ConfigError, before any process starts, for a bad model directory,
     backend or strategy."""
     path = check_model_dir(model_dir)
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if config.launcher.type == "ray":
+        if torchrun:
+            raise ConfigError(
+                "train.launcher.type is 'ray' but this process is a torchrun rank",
+                [("train.launcher.type", "use 'local' under torchrun")],
+            )
+        from megaflow.train.ray_launch import start_ray
+
+        return start_ray(path, config)
     backend = resolve_backend(config)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+    if torchrun:
         world = int(os.environ["WORLD_SIZE"])
         if config.world_size not in (1, world):
             raise ConfigError(
@@ -219,13 +235,13 @@ def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
         rank = int(os.environ["RANK"])
         dist.init_process_group(backend, timeout=timedelta(seconds=config.timeout_s))
         resolved = _agree(path, config, world, backend)
-        worker = _build(model_dir, config, rank, world, backend, resolved.strategy)
+        worker = build_worker(model_dir, config, rank, world, backend, resolved.strategy)
         if rank == 0:
             return Trainer(worker, resolved=resolved)
         protocol.serve(worker)
         dist.destroy_process_group()
         return None
-    resolved = _resolve(path, config, config.world_size, backend)
+    resolved = resolve_strategy(path, config, config.world_size, backend)
     if config.world_size == 1:
         local = _device(backend, 0) if backend == "nccl" else torch.device("cpu")
         return Trainer(RankWorker(model_dir, config, device=local), resolved=resolved)

@@ -1,8 +1,10 @@
 """The trainer as the loop sees it: one object on rank 0 that drives every rank.
 
 Build it with :func:`megaflow.train.launch.start`, which also starts the
-other ranks. ``step(groups)`` takes one GRPO optimizer step on every rank
-and returns :class:`~megaflow.train.stats.StepStats`;
+other ranks (local processes; or, with ``launcher: {type: ray}``, every rank
+a Ray actor, the Trainer then in the caller's process outside the process
+group). ``step(groups)`` takes one GRPO optimizer step on every rank and
+returns :class:`~megaflow.train.stats.StepStats`;
 ``state_dict_for_inference()`` gives the full, unsharded CPU weights for the
 rollout backends; ``weights_version`` counts the updates. Checkpoints go to
 an :class:`~megaflow.storage.abstract.ArtifactStore`
@@ -33,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import torch
 import torch.distributed as dist
@@ -50,17 +52,47 @@ from megaflow.train.worker import RankWorker
 log = logging.getLogger(__name__)
 
 
+class RankGroup(Protocol):
+    """What the Trainer drives: rank 0's own :class:`RankWorker` (which drives the
+    other ranks through the rank protocol), or ranks that all run elsewhere
+    (:class:`megaflow.train.ray_ranks.RayRanks`), where each method runs on every
+    rank and returns rank 0's answer."""
+
+    config: TrainerConfig
+    world_size: int
+    strategy: str
+    step_count: int
+    version: int
+
+    def step(self, groups: Sequence[Sequence[TrainingSample]]) -> StepStats: ...
+
+    def inference_state(self) -> dict[str, torch.Tensor]: ...
+
+    def full_state(self) -> checkpoint.FullState: ...
+
+    def restore(
+        self,
+        local: Path | None,
+        has_optim: bool,
+        rng: list[dict[str, Any]],
+        step: int,
+        version: int,
+    ) -> None: ...
+
+
 class Trainer:
     """Rank 0's handle on the trainer ranks (also the whole trainer with one rank)."""
 
     def __init__(
         self,
-        worker: RankWorker,
+        worker: RankGroup,
         *,
         on_close: Callable[[], None] | None = None,
         resolved: Resolved | None = None,
     ) -> None:
         self._worker = worker
+        # rank 0 in the process group sends every op; remote ranks get theirs from the group
+        self._drives = isinstance(worker, RankWorker) and worker.distributed
         self._on_close = on_close
         self._closed = False
         self.resolved = resolved or Resolved(worker.strategy)
@@ -86,6 +118,11 @@ class Trainer:
     def strategy_reasons(self) -> list[str]:
         """Why: the config asked for it, or the planner's reasons under ``auto``."""
         return list(self.resolved.reasons)
+
+    @property
+    def ranks(self) -> RankGroup:
+        """What this Trainer drives: rank 0's worker, or the group of remote ranks."""
+        return self._worker
 
     @property
     def config(self) -> TrainerConfig:
@@ -122,7 +159,7 @@ class Trainer:
     def _op(self, name: str, *args: Any, local: tuple[Any, ...] | None = None) -> Any:
         if self._closed:
             raise RuntimeError("the trainer is closed")
-        if self._worker.distributed:
+        if self._drives:
             protocol.send(name, args)
         return getattr(self._worker, name)(*(args if local is None else local))
 
@@ -192,7 +229,7 @@ class Trainer:
         if self._saving is not None and not self._saving.done():
             log.warning("trainer closed with a checkpoint still being written; it is lost")
         try:
-            if self._worker.distributed:
+            if self._drives:
                 protocol.send(protocol.STOP, ())
                 dist.destroy_process_group()
         finally:
