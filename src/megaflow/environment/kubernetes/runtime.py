@@ -47,7 +47,7 @@ from megaflow.environment.kubernetes.pods import (
 from megaflow.environment.kubernetes.sandbox import KubernetesSandbox
 from megaflow.monitoring.environment import EnvironmentMetrics
 
-POLL_S = 0.5  # between reads of a starting pod
+POLL_S = (0.05, 1.0)  # first and longest pause between reads of a starting pod
 FAILED_WAITING = {
     "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
     "CreateContainerError", "RunContainerError", "CrashLoopBackOff",
@@ -199,6 +199,7 @@ class KubernetesRuntime(Runtime):
         """Until the pod's container runs; ``SandboxStartError`` when it cannot."""
         core = self.kube.core()
         deadline = time.monotonic() + self.config.start_timeout_s
+        pause = POLL_S[0]
         while True:
             pod = await self.kube.run(core.read_namespaced_pod, name, self.config.namespace)
             status = pod.status
@@ -221,7 +222,8 @@ class KubernetesRuntime(Runtime):
                     f"sandbox pod {name} did not run within start_timeout_s="
                     f"{self.config.start_timeout_s} (phase {phase}); see `kubectl describe pod`"
                 )
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_S[1])
 
     async def _populate(self, sandbox: KubernetesSandbox, spec: EnvironmentSpec) -> None:
         """Files, repo and setup commands; then the snapshot that ``reset`` restores."""
