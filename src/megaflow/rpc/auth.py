@@ -67,6 +67,16 @@ def read_token(path: Path) -> str:
     return token
 
 
+def token_from_env(name: str) -> str:
+    """The token in environment variable ``name`` (a Kubernetes Secret passed as an
+    env var). Raises ``ConfigError`` if it is unset, short or has whitespace."""
+    token = os.environ.get(name, "").strip()
+    if not token:
+        raise ConfigError(f"auth.token_env names ${name}, which is not set or empty")
+    _check_token(token, f"${name}")
+    return token
+
+
 def load_or_create_token(path: Path) -> str:
     """The token stored at ``path``; a new one is generated and stored if there is none."""
     if path.exists():

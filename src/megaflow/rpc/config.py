@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from megaflow.core.errors import ConfigError
 from megaflow.environment.config import LocalRuntimeConfig, RuntimeConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
-from megaflow.rpc.auth import load_or_create_token, read_token
+from megaflow.rpc.auth import load_or_create_token, read_token, token_from_env
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.storage.config import StorageConfig
 
@@ -50,11 +50,20 @@ class AuthConfig(_Cfg):
     token_file: str = Field(
         ".megaflow/cluster/token", description="Token file (mode 0600); `megaflow up` creates it."
     )
+    token_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable holding the token (a Kubernetes Secret passed as "
+        "an env var, docs/kubernetes.md); used before token_file when set.",
+    )
 
     def resolve(self, create: bool = False) -> str:
-        """The token: ``token`` if set, else read from ``token_file`` (created if asked)."""
+        """The token: ``token`` if set, else ``$token_env`` if named, else read from
+        ``token_file`` (created if asked)."""
         if self.token is not None:
             return self.token
+        if self.token_env is not None:
+            return token_from_env(self.token_env)
         path = Path(self.token_file)
         return load_or_create_token(path) if create else read_token(path)
 
