@@ -5,13 +5,33 @@ in the machine's load hits both sides alike; ratios are taken within each
 repetition and then summarised (median, min-max). CPU time is the benchmark
 process's own and its waited-for children's (``getrusage``), plus the CPU its
 sandboxes used (from their cgroups), never the machine's.
+
+Run as a script, it compares this tree's source with a commit's, in separate
+processes, A B A B ...::
+
+    python benchmarks/ab.py --before 09d6be5 --reps 5 -- \
+        python benchmarks/bench_scheduler.py --ab --tasks 20000
+
+The command runs once per side and repetition with ``PYTHONPATH`` set to
+that side's ``src`` (a commit's is taken with ``git archive``; the working
+tree is never touched; ``--after REV`` measures a commit instead of the
+working tree) and prints ``ab NAME VALUE`` lines; the table gives
+each figure's median per side and new / before pair by pair.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
+import os
 import resource
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -72,3 +92,66 @@ def spread(values: Sequence[float], fmt: Callable[[float], str] = "{:.2f}".forma
     if len(values) == 1:
         return fmt(med)
     return f"{fmt(med)} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def _source_at(rev: str, repo: Path, into: Path) -> Path:
+    """The ``src`` folder of commit ``rev``, extracted under ``into``."""
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev, "src"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
+        tf.extractall(into, filter="data")
+    return into / "src"
+
+
+def _figures(cmd: list[str], src: Path) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    got: dict[str, float] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "ab":
+            got[parts[1]] = float(parts[2])
+    if not got:
+        raise SystemExit(f"{' '.join(cmd)} printed no 'ab NAME VALUE' line")
+    return got
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="This tree's source against a commit's, interleaved.")
+    ap.add_argument("--before", required=True, help="The commit to compare with.")
+    ap.add_argument("--after", help="A commit to measure instead of this working tree.")
+    ap.add_argument("--reps", type=int, default=5, help="Repetitions (pairs).")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command to run.")
+    args = ap.parse_args()
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        ap.error("give the command after --")
+    repo = Path(__file__).resolve().parent.parent
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        before_src = _source_at(args.before, repo, Path(tmp) / "before")
+        after_src = _source_at(args.after, repo, Path(tmp) / "after") if args.after else None
+        new_src = after_src or repo / "src"
+        sides = [lambda: _figures(cmd, before_src), lambda: _figures(cmd, new_src)]
+        before, new = interleave(args.reps, sides)
+    print(f"{' '.join(cmd)}: new ({args.after or 'this tree'}) against {args.before}, "
+          f"{args.reps} pairs; "
+          f"load (1 min) {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
+    print("\n| figure | before | new | new / before, pair by pair |\n|---|---|---|---|")
+    for name in before[0]:
+        b, n = [r[name] for r in before], [r[name] for r in new]
+        print(f"| {name} | {spread(b, _num)} | {spread(n, _num)} | {spread(ratios(n, b))} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -12,13 +12,18 @@ together, and two peers for the no-op throughput, interleaved with it: plain
 asyncio coroutines in this process (the same in-process work without the
 state machine), and local Ray ``ray.remote`` no-ops (cross-process dispatch,
 so not like for like; the table says so). Ray is optional
-(``pip install -e '.[ray]'``); without it the peer row says so.
+(``pip install -e '.[ray]'``); without it the peer row says so. The no-op
+runs and the asyncio peer run under the collector settings of ``megaflow
+run`` (:func:`megaflow.app.gc_tuning.tuned_gc`, entered once the tasks are
+built). ``--ab`` prints only the no-op throughput, as ``ab NAME VALUE``
+lines for ``benchmarks/ab.py --before REV``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -44,6 +49,11 @@ from megaflow.storage.memory_metadata import MemoryMetadataStore
 from megaflow.storage.memory_queue import MemoryTaskQueue
 from megaflow.storage.sqlite import SqliteMetadataStore
 
+try:
+    from megaflow.app.gc_tuning import tuned_gc
+except ImportError:  # the source of a commit from before it, under benchmarks/ab.py --before
+    tuned_gc = contextlib.nullcontext  # type: ignore[assignment]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab import interleave, ratios, spread
 from report import LOAD_AT_START, report
@@ -68,11 +78,12 @@ async def _throughput(n: int, db: str) -> tuple[float, float]:
             cfg = SchedulerConfig(max_concurrency=1000)
             async with Scheduler(cfg, stores, NoopExecutor()) as sched:
                 tasks = [TaskSpec(id=f"t{i}", run_id="bench") for i in range(n)]
-                start, cpu = time.perf_counter(), time.process_time()
-                await sched.submit(RunSpec(id="bench"), tasks)
-                counts = await sched.wait("bench")
-                took = time.perf_counter() - start
-                cpu_took = time.process_time() - cpu
+                with tuned_gc():
+                    start, cpu = time.perf_counter(), time.process_time()
+                    await sched.submit(RunSpec(id="bench"), tasks)
+                    counts = await sched.wait("bench")
+                    took = time.perf_counter() - start
+                    cpu_took = time.process_time() - cpu
     if counts != {TaskState.SUCCEEDED: n}:
         raise SystemExit(f"benchmark run did not succeed: {counts}")
     return n / took, n / cpu_took
@@ -137,9 +148,10 @@ def asyncio_noop(n: int) -> float:
             async with gate:
                 await asyncio.sleep(0)
 
-        start = time.perf_counter()
-        await asyncio.gather(*(noop() for _ in range(n)))
-        return n / (time.perf_counter() - start)
+        with tuned_gc():
+            start = time.perf_counter()
+            await asyncio.gather(*(noop() for _ in range(n)))
+            return n / (time.perf_counter() - start)
 
     return asyncio.run(go())
 
@@ -198,8 +210,14 @@ def main() -> None:
     ap.add_argument("--sim-instances", type=int, help="Simulated instances (default 1,000).")
     ap.add_argument("--sim-tasks", type=int, help="Simulated tasks (default 10,000).")
     ap.add_argument("--no-ray", action="store_true", help="Skip the Ray peer.")
+    ap.add_argument("--ab", action="store_true", help="Only the no-op runs, as `ab` lines.")
     args = ap.parse_args()
     n = args.tasks or (2_000 if args.quick else 5_000)
+    if args.ab:
+        for db in ("file", ":memory:", "memory"):
+            wall, cpu = asyncio.run(_throughput(n, db))
+            print(f"ab {db}-tasks/s {wall:.1f}\nab {db}-tasks/cpu-s {cpu:.1f}")
+        return
     reps = max(3, args.reps)
     sim_i = args.sim_instances or (500 if args.quick else 1_000)
     sim_t = args.sim_tasks or (5_000 if args.quick else 10_000)

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from megaflow.app.gc_tuning import tuned_gc
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
@@ -213,7 +214,7 @@ def run(
     if problems:
         fail("; ".join(problems) + " (or pass --no-check-models)", EXIT_BAD_INPUT)
     try:
-        with hold(lock_path(cfg.storage.metadata, job.run_id)):  # `megaflow cancel` asks it
+        with hold(lock_path(cfg.storage.metadata, job.run_id)), tuned_gc():  # after plan()
             summary = asyncio.run(_run(job, resume is not None, metrics_port))
     except InvalidInput as exc:
         fail(str(exc), EXIT_BAD_INPUT)

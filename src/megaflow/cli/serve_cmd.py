@@ -20,6 +20,7 @@ from typing import TypeVar
 import typer
 from rich.table import Table
 
+from megaflow.app.gc_tuning import tuned_gc
 from megaflow.cli.common import EXIT_FAILED, console, fail
 from megaflow.core.errors import MegaFlowError
 from megaflow.core.states import TaskState
@@ -86,7 +87,8 @@ def serve(
 
         await serve_cluster(chosen, cfg, token, stop, ready, dashboard)
 
-    _run(go())
+    with tuned_gc():  # a long-lived process from here on
+        _run(go())
 
 
 def up(
