@@ -175,6 +175,12 @@ class KubernetesRuntimeConfig(_Cfg):
         description="Uid the sandbox runs as (non-root, no privilege escalation); None runs "
         "as the image's user, for images whose tasks need root.",
     )
+    workspace: Literal["volume", "image"] = Field(
+        "volume",
+        description="'volume': the workdir is an emptyDir (writable by run_as_user, sized by "
+        "disk_mb, empty at start); 'image': the image's own workdir, for images that carry "
+        "their repository there (it must be writable by run_as_user).",
+    )
     runtime_class: str | None = Field(
         None, description="RuntimeClass of the sandbox pods (gVisor, Kata); None: the default."
     )

@@ -91,6 +91,13 @@ def test_root_images_and_requests_below_limits() -> None:
     assert box.security_context.allow_privilege_escalation is False
     assert box.resources.requests == {"cpu": "250m", "memory": "256Mi"}
     assert pod.spec.runtime_class_name == "gvisor"
+    # an image carrying its repository in the workdir keeps it: no volume hides it
+    kept = _pod(
+        EnvironmentSpec(workdir="/testbed"),
+        KubernetesRuntimeConfig(host_image="i:1", workspace="image"),
+    )
+    assert [m.mount_path for m in kept.spec.containers[0].volume_mounts] == [STATE_DIR]
+    assert [v.name for v in kept.spec.volumes] == ["state"]
 
 
 def test_what_a_cluster_cannot_run_is_a_start_error() -> None:

@@ -144,6 +144,7 @@ def sandbox_pod(
     }  # fmt: skip
     uid = config.run_as_user
     non_root = uid is not None
+    own_dir = config.workspace == "volume"
     workspace = k8s.V1EmptyDirVolumeSource(
         size_limit=f"{spec.resources.disk_mb}Mi" if spec.resources.disk_mb else None
     )
@@ -164,7 +165,7 @@ def sandbox_pod(
             seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
         ),
         volume_mounts=[
-            k8s.V1VolumeMount(name="workspace", mount_path=spec.workdir),
+            *([k8s.V1VolumeMount(name="workspace", mount_path=spec.workdir)] if own_dir else []),
             k8s.V1VolumeMount(name="state", mount_path=STATE_DIR),
         ],
     )
@@ -209,7 +210,7 @@ def sandbox_pod(
                 run_as_non_root=True if non_root else None,
             ),
             volumes=[
-                k8s.V1Volume(name="workspace", empty_dir=workspace),
+                *([k8s.V1Volume(name="workspace", empty_dir=workspace)] if own_dir else []),
                 k8s.V1Volume(name="state", empty_dir=k8s.V1EmptyDirVolumeSource()),
             ],
         ),
