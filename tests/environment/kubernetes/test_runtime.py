@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from megaflow.core.errors import NotFound, SandboxStartError, TransportError
+from megaflow.core.errors import NotFound, SandboxError, SandboxStartError, TransportError
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import KubernetesRuntimeConfig
 from megaflow.environment.container.scripts import EXEC_TAG, KILL_SCRIPT
@@ -90,12 +90,27 @@ async def test_start_exec_and_destroy_call_the_api_in_order(
     stats = await sb.stats()
     assert (stats.memory_bytes, stats.cpu_seconds, stats.pids) == (1048576, 2.5, 3)
 
+    timeouts = {kw.get("_request_timeout") for name, _, kw in api.calls if "exec" not in name}
+    assert timeouts == {CFG.api_timeout_s}  # every API call is bounded
+
     api.calls.clear()
     await sb.destroy()
     await sb.destroy()  # idempotent
     assert api.names() == ["delete_namespaced_pod"]
     assert api.calls[0][2]["grace_period_seconds"] == 0
     assert await rt.list() == []
+
+
+async def test_a_pod_gone_under_a_sandbox_is_a_sandbox_error(
+    rt: KubernetesRuntime, api: FakeCoreV1Api
+) -> None:
+    sb = await rt.create(EnvironmentSpec())
+    del api.pods[sb.id]  # evicted, or deleted by hand
+    with pytest.raises(SandboxError, match="not found"):
+        await sb.exec("true")
+    with pytest.raises(SandboxError):
+        await sb.read_file("x")
+    await sb.destroy()  # already gone: no error
 
 
 async def test_files_travel_as_tar_over_exec(rt: KubernetesRuntime, api: FakeCoreV1Api) -> None:

@@ -78,6 +78,16 @@ class KubeApi:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._ctl, functools.partial(fn, *args, **kwargs))
 
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``CoreV1Api.<method>(*args, **kwargs)`` with the config's API timeout, on the
+        control threads (the client is configured there on first use)."""
+
+        def go() -> Any:
+            fn = getattr(self.core(), method)
+            return fn(*args, _request_timeout=self.config.api_timeout_s, **kwargs)
+
+        return await self.run(go)
+
     async def run_stream(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """A blocking exec stream, on the stream threads (one per running exec)."""
         if self._streams is None:

@@ -114,26 +114,24 @@ class KubernetesRuntime(Runtime):
         async with self._owner_lock:
             if run in self._owners:
                 return self._owners[run]
-            core = await self.kube.run(self.kube.core)
             body = run_owner(self.config, run)
             ns = self.config.namespace
             try:
-                made = await self.kube.run(core.create_namespaced_config_map, ns, body)
+                made = await self.kube.call("create_namespaced_config_map", ns, body)
             except ApiException as e:
                 if not is_status(e, 409):
                     raise
                 name = owner_name(self.config, run)
-                made = await self.kube.run(core.read_namespaced_config_map, name, ns)
+                made = await self.kube.call("read_namespaced_config_map", name, ns)
             self._owners[run] = made
             return made
 
     async def _delete_owner(self, run: str) -> None:
         self._owners.pop(run, None)
-        core = self.kube.core()
         name, ns = owner_name(self.config, run), self.config.namespace
         try:
-            await self.kube.run(
-                core.delete_namespaced_config_map, name, ns, propagation_policy="Background"
+            await self.kube.call(
+                "delete_namespaced_config_map", name, ns, propagation_policy="Background"
             )
         except ApiException as e:
             if not is_status(e, 404):
@@ -169,9 +167,8 @@ class KubernetesRuntime(Runtime):
             run_owner_obj = await self._owner(run)
             pod = sandbox_pod(self.config, spec, info, run_owner_obj,
                               instance=self.instance, creator=self.creator)  # fmt: skip
-            core = self.kube.core()
             created = True  # from here on a pod may exist, even if the call fails
-            await self.kube.run(core.create_namespaced_pod, self.config.namespace, pod)
+            await self.kube.call("create_namespaced_pod", self.config.namespace, pod)
             await self._wait_running(info.id)
             await self._populate(sandbox, spec)
         except BaseException as e:
@@ -197,11 +194,10 @@ class KubernetesRuntime(Runtime):
 
     async def _wait_running(self, name: str) -> None:
         """Until the pod's container runs; ``SandboxStartError`` when it cannot."""
-        core = self.kube.core()
         deadline = time.monotonic() + self.config.start_timeout_s
         pause = POLL_S[0]
         while True:
-            pod = await self.kube.run(core.read_namespaced_pod, name, self.config.namespace)
+            pod = await self.kube.call("read_namespaced_pod", name, self.config.namespace)
             status = pod.status
             phase = status.phase if status is not None else None
             if phase in ("Succeeded", "Failed"):
@@ -242,9 +238,8 @@ class KubernetesRuntime(Runtime):
             await sandbox.snapshot()
 
     async def _pods(self, **labels: str) -> builtins.list[Any]:
-        core = await self.kube.run(self.kube.core)
-        found = await self.kube.run(
-            core.list_namespaced_pod, self.config.namespace,
+        found = await self.kube.call(
+            "list_namespaced_pod", self.config.namespace,
             label_selector=selector(self.config, **labels),
         )  # fmt: skip
         return list(found.items or [])
@@ -266,10 +261,9 @@ class KubernetesRuntime(Runtime):
 
     async def delete_pod(self, name: str) -> None:
         """Delete a pod at once; a no-op when it is already gone."""
-        core = self.kube.core()
         try:
-            await self.kube.run(
-                core.delete_namespaced_pod, name, self.config.namespace,
+            await self.kube.call(
+                "delete_namespaced_pod", name, self.config.namespace,
                 grace_period_seconds=0, propagation_policy="Background",
             )  # fmt: skip
         except ApiException as e:
@@ -285,9 +279,8 @@ class KubernetesRuntime(Runtime):
         (their owner object is gone). Pods are listed before owners, so a pod made
         meanwhile always finds its run's owner in the second list."""
         pods = await self._pods()
-        core = self.kube.core()
-        owners = await self.kube.run(
-            core.list_namespaced_config_map, self.config.namespace,
+        owners = await self.kube.call(
+            "list_namespaced_config_map", self.config.namespace,
             label_selector=selector(self.config),
         )  # fmt: skip
         live = {(o.metadata.labels or {}).get(RUN, "") for o in owners.items or []}

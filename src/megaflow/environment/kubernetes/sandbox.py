@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Literal
 
 from kubernetes.client.exceptions import ApiException
+from websocket import WebSocketException
 
 from megaflow.core.errors import NotFound, SandboxError
 from megaflow.environment.abstract import (
@@ -38,6 +39,14 @@ STATS_SCRIPT = (
     "$(cat $c/pids/pids.current 2>/dev/null || echo 0) "
     "$(cat $c/memory/memory.max_usage_in_bytes 2>/dev/null || echo 0); fi"
 )
+
+
+STREAM_ERRORS = (ApiException, WebSocketException, OSError)
+"""What opening or reading an exec stream raises when the pod or the API server fails."""
+
+
+def _why(e: BaseException) -> str:
+    return str(e.reason) if isinstance(e, ApiException) else f"{type(e).__name__}: {e}"
 
 
 class KubernetesSandbox(Sandbox):
@@ -86,6 +95,8 @@ class KubernetesSandbox(Sandbox):
             stop.set()
             await asyncio.shield(self._kill(tag))
             raise
+        except STREAM_ERRORS as e:
+            raise SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {_why(e)}") from e
         return output
 
     async def _kill(self, tag: str) -> None:
@@ -96,7 +107,7 @@ class KubernetesSandbox(Sandbox):
         try:
             await kube.run_stream(run_exec, kube.core(), ns, self.pod, argv, Output(4096),
                                   timeout=SCRIPT_TIMEOUT_S)  # fmt: skip
-        except ApiException:
+        except STREAM_ERRORS:
             pass  # the pod is gone, and its processes with it
 
     # -- commands -------------------------------------------------------------
@@ -141,8 +152,8 @@ class KubernetesSandbox(Sandbox):
                 stop.set()
                 await asyncio.gather(reader, return_exceptions=True)
             reader.result()
-        except ApiException as e:
-            raise SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {e.reason}") from e
+        except STREAM_ERRORS as e:
+            raise SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {_why(e)}") from e
         finally:
             self._busy -= 1
             if self._busy == 0 and not self._destroyed:
