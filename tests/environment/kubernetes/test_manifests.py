@@ -4,10 +4,13 @@ the ports, probes, token, resources, security context and the sandbox runtime's 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
+import pytest
 import yaml
+from kubernetes import client as k8s
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxInfo
 from megaflow.environment.config import KubernetesRuntimeConfig
@@ -30,6 +33,38 @@ RBAC = {
     "list_namespaced_config_map": ("configmaps", {"list"}),
     "delete_namespaced_config_map": ("configmaps", {"delete"}),
 }
+
+
+MODELS = {
+    "Namespace": k8s.V1Namespace, "ConfigMap": k8s.V1ConfigMap,
+    "ServiceAccount": k8s.V1ServiceAccount, "Role": k8s.V1Role,
+    "RoleBinding": k8s.V1RoleBinding, "NetworkPolicy": k8s.V1NetworkPolicy,
+    "Deployment": k8s.V1Deployment, "Service": k8s.V1Service,
+}  # fmt: skip
+
+
+def round_trip(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` read into the client's model of its kind and written back: a field the
+    API does not know (a typo) is dropped, a value of the wrong type refused."""
+    model = MODELS[obj["kind"]].from_dict(obj)
+    back: dict[str, Any] = k8s.ApiClient().sanitize_for_serialization(model)
+    return back
+
+
+@pytest.mark.parametrize("where", ["base", "overlays/production"])
+def test_every_object_is_valid_for_the_clients_models(where: str) -> None:
+    objects = render(DEPLOY / where)
+    assert {o["kind"] for o in objects} == set(MODELS)
+    for obj in objects:
+        assert round_trip(obj) == obj, (obj["kind"], obj["metadata"]["name"])
+    typo = json_copy(by_kind(objects, "Deployment")["megaflow-agent"])
+    typo["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    assert round_trip(typo) != typo  # the check catches a misspelt field
+
+
+def json_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = json.loads(json.dumps(obj))
+    return copied
 
 
 def cluster_config(objects: list[dict[str, Any]]) -> ClusterConfig:
