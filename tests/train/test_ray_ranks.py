@@ -10,6 +10,7 @@ error naming it within seconds, every actor and the placement group gone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 import torch
 
+from megaflow.app.training.loop import TrainLoop
+from megaflow.config import parse_config
 from megaflow.core.errors import ConfigError, InfraError, TransportError
 from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.train.config import TrainerConfig
@@ -29,6 +32,7 @@ from megaflow.train.ray_ranks import RayRanks
 from megaflow.train.trainer import Trainer
 from tests.fixtures.ray_cluster import RayCluster
 from tests.train.test_fsdp import groups
+from tests.train_loop.conftest import policy, train_config  # noqa: F401 (policy: a fixture)
 
 BASE: dict[str, Any] = {
     "lr": 1e-2, "grad_clip": 0.5, "weight_decay": 0.01, "kl_coef": 0.1,
@@ -162,6 +166,38 @@ def test_a_killed_rank_is_an_error_naming_it_not_a_hang(cluster: RayCluster, tin
         assert ray.is_initialized(), "a connection the launcher did not open stays open"
     finally:
         ray.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+async def test_megaflow_train_on_a_ray_fleet_with_ray_ranks(
+    cluster: RayCluster,
+    policy: Path,  # noqa: F811 (the train loop's fixture, imported above)
+    tmp_path: Path,
+) -> None:
+    """One cluster for both: rollouts on the node agents' sandboxes, the two ranks
+    in a placement group on the same nodes, through the connection the fleet opened."""
+    raw = train_config(
+        tmp_path, policy, steps=1, world_size=2, backend="gloo",
+        launcher={"type": "ray", "placement": "STRICT_SPREAD"},
+    )  # fmt: skip
+    raw["fleet"] = {"type": "ray", "address": cluster.address}
+    raw["scheduler"]["max_concurrency"] = 2
+    loop = TrainLoop(parse_config(raw), run_id="tl-ray", printer=lambda _: None)
+    curve = await loop.run()
+    ranks = loop.trainer.ranks
+    assert isinstance(ranks, RayRanks)
+    assert len({w["node"] for w in ranks.where}) == 2
+    assert [p.samples for p in curve.steps] == [4]
+    # the rollout model sampled with each version the Ray ranks' weights gave it
+    recorded = {
+        step["weights_version"]
+        for f in (tmp_path / "art").rglob("trajectory.json")
+        for step in json.loads(f.read_text())["steps"]
+        if step["kind"] == "model_call"
+    }
+    assert recorded == set(range(curve.steps[0].weights_version + 1))
+    assert [e.samples + e.masked for e in curve.evals] == [2, 2]
 
 
 @pytest.mark.ray
