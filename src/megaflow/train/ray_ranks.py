@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 
 
 class RankActor:
-    """One trainer rank inside a Ray actor (made remote by :func:`start_ray`)."""
+    """One trainer rank inside a Ray actor (made remote by
+    :func:`megaflow.train.ray_launch.start_ray`)."""
 
     def __init__(self, rank: int, world: int, threads: int) -> None:
         self.rank = rank
