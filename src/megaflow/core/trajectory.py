@@ -11,12 +11,19 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from megaflow.core.tasks import Model
 
+# Non-finite floats (a logprob of -inf, a NaN in a tool's arguments) written as
+# Infinity / NaN, as json.dumps writes them, and read back as such; pydantic's
+# default writes null, which a float field then refuses.
+_JSON_FLOATS = ConfigDict(ser_json_inf_nan="constants")
+
 
 class ModelCall(Model):
+    model_config = _JSON_FLOATS
+
     kind: Literal["model_call"] = "model_call"
     request: dict[str, Any] = Field(default_factory=dict)
     response: dict[str, Any] = Field(default_factory=dict)
@@ -33,6 +40,8 @@ class ModelCall(Model):
 
 
 class Action(Model):
+    model_config = _JSON_FLOATS
+
     kind: Literal["action"] = "action"
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -41,6 +50,8 @@ class Action(Model):
 
 
 class Observation(Model):
+    model_config = _JSON_FLOATS
+
     kind: Literal["observation"] = "observation"
     content: str = ""
     exit_code: int | None = None
@@ -53,6 +64,8 @@ Step = Annotated[ModelCall | Action | Observation, Field(discriminator="kind")]
 
 
 class Trajectory(Model):
+    model_config = _JSON_FLOATS
+
     id: str
     task_id: str
     run_id: str
