@@ -15,8 +15,12 @@
   seconds first (a stand-in for a slow sandbox start or a long episode), so
   rollouts wait on sandboxes, not on the CPU.
 
-Peer not measured here: TRL's ``GRPOTrainer`` on the same model and data
-(its reward would need the settings-fix verifier in process); see the notes.
+* **The peer, TRL's GRPOTrainer** (:mod:`trl_peer`): the quickstart's
+  warm-started policy (``.megaflow/models/settings-fix`` if ``make train``
+  built it, else built and warm-started here), the same settings-fix prompts,
+  number and size of updates and in-process reward on both sides, TRL and
+  MegaFlow's ``RankWorker`` in turn; update tokens/s, step times and the
+  reward reached, MegaFlow / TRL per run.
 """
 
 from __future__ import annotations
@@ -45,7 +49,11 @@ from megaflow.model.factory import make_model_client
 from megaflow.train.config import TrainerConfig
 from megaflow.train.quickstart_model import PolicyConfig, build_policy
 from megaflow.train.samples import TrainingSample
+from megaflow.train.warm_start import WarmStartConfig
 from report import report
+from trl_peer import PeerSettings, measure, peer_rows
+
+QUICKSTART_POLICY = Path(__file__).resolve().parents[1] / ".megaflow" / "models" / "settings-fix"
 
 
 def synthetic_groups(
@@ -138,14 +146,41 @@ def loop_wall(tmp: Path, policy: Path, mode: str, steps: int, sleep_s: float) ->
         SandboxPool.acquire = real_acquire  # type: ignore[method-assign]
 
 
+def shown_path(path: Path) -> str:
+    """``path`` relative to the checkout when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(QUICKSTART_POLICY.parents[2]))
+    except ValueError:
+        return str(path)
+
+
+def trl_version() -> str:
+    from importlib.metadata import version
+
+    return version("trl")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sandbox-sleep", type=float, default=2.0)
+    ap.add_argument(
+        "--policy",
+        type=Path,
+        default=QUICKSTART_POLICY,
+        help="The peer's warm-started policy; built here when the directory does not exist.",
+    )
+    ap.add_argument(
+        "--sft-steps",
+        type=int,
+        default=WarmStartConfig().steps,
+        help="Warm-start steps when the peer's policy is built here (--quick: 20).",
+    )
     args = ap.parse_args()
     reps = 1 if args.quick else args.reps
     steps = 2 if args.quick else 4
+    peer = PeerSettings(steps=steps)
     load0 = os.getloadavg()[0]
     from megaflow.datasets.loader import load_instances
 
@@ -157,6 +192,8 @@ def main() -> None:
             root / "tiny", texts, PolicyConfig(hidden=32, layers=1, intermediate=64)
         )
         tf = trainer_figures(quick_policy, 2 if args.quick else 5)
+        sft = 20 if args.quick else args.sft_steps
+        res = measure(reps, args.policy, sft, root / "peer", peer)
         walls: dict[str, list[list[float]]] = {}
         for label, sleep_s in (("this machine", 0.0), ("sandbox-bound", args.sandbox_sleep)):
             walls[label] = interleave(reps, [
@@ -176,10 +213,12 @@ def main() -> None:
     ]  # fmt: skip
     for label, (sync, asyn) in walls.items():
         rows.append([
-            f"{steps} steps x 2 prompts x 2 samples, {label}",
+            f"{steps} steps x 2 prompts x 2 samples, {label}: A sync, B async",
             spread(sync, "{:.1f} s".format), spread(asyn, "{:.1f} s".format),
             spread(ratios(sync, asyn), "{:.2f}x".format),
         ])  # fmt: skip
+    rows += peer_rows(res, peer)
+    source = f"built here, {sft} warm-start steps" if res.built else shown_path(args.policy)
     notes = (
         f"Trainer: the quickstart policy's shape ({tf['params'] / 1e6:.2f} M parameters, random "
         "weights), 8 groups x 4 samples of 200 prompt + 64 generated tokens per step, one rank "
@@ -187,13 +226,29 @@ def main() -> None:
         "Async vs sync: the real loop with a 0.1 M-parameter policy (its episodes end at "
         "format errors, so rollouts are short), one held-out instance, no checkpoints; "
         f"sandbox-bound adds {args.sandbox_sleep:g} s before every sandbox is handed out. "
-        "Ratio: sync wall time / async wall time, per repetition. Not measured: TRL's "
-        "GRPOTrainer peer on the same model, data and updates (not built yet)."
+        "Ratio: sync wall time / async wall time, per repetition. "
+        f"Peer: A is MegaFlow's RankWorker, B TRL {trl_version()}'s GRPOTrainer, in this "
+        f"process on CPU with one torch thread, {reps} run(s) of each in turn, each from the "
+        f"same warm-started policy ({source}), on the same settings-fix train prompts in the "
+        f"same order, {peer.prompts} prompts x {peer.group} samples per update, lr {peer.lr:g}, "
+        f"temperature {peer.temperature:g}, at most {peer.max_new} completion tokens, no KL, "
+        "token-level loss (TRL 'dapo'), one update per batch, the reward the study's "
+        "in-process verifier (not pytest in a sandbox). Both sample with HF generate in the "
+        "process, batched; MegaFlow then computes the sampler's logprobs with one forward per "
+        "sample (in its sampling time), TRL reuses the update's own (one iteration per "
+        "batch). Update tokens/s: completion tokens of a step per second of its update "
+        "(TRL: its step minus its generation and scoring), median over the steps; ratios "
+        "MegaFlow / TRL run by run. What differs: TRL's advantages divide by the sample "
+        "standard deviation (+1e-4), MegaFlow's by the population one (+1e-6); TRL also "
+        "computes the entropy in its loss pass. Sampling draws differ between the sides, so "
+        "their batches (and rewards) are alike in distribution, not identical. MegaFlow's "
+        "real loop samples through sandboxes, the gateway and the builtin agent (the async "
+        "vs sync rows), not in process as here."
     )
     report(
         "train",
-        "RL loop: trainer throughput, weight sync, async vs sync",
-        ["figure", "value (sync)", "async", "sync / async"],
+        "RL loop: trainer throughput, weight sync, async vs sync, TRL GRPOTrainer peer",
+        ["figure", "A", "B", "A / B"],
         rows,
         notes,
         load_before=load0,
