@@ -24,10 +24,11 @@ from megaflow.environment.local.records import process_key
 from megaflow.environment.local.userns import STAGE_ROOT
 from megaflow.environment.rootfs import build_busybox_rootfs
 
-RUNTIMES = ["local", "local-rootfs", "container"]
+RUNTIMES = ["local", "local-rootfs", "container", "kubernetes"]
 # The image each runtime's contract tests use; "rootfs" is the busybox root
-# filesystem tarball (the container runtime maps "host" to its own image).
-IMAGES = {"local": "host", "local-rootfs": "rootfs", "container": "host"}
+# filesystem tarball (the container and kubernetes runtimes map "host" to their own
+# image; kubernetes runs on Podman: tests/environment/kubernetes/podman_kubelet.py).
+IMAGES = {"local": "host", "local-rootfs": "rootfs", "container": "host", "kubernetes": "host"}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -119,6 +120,21 @@ async def _make_runtime(name: str, request: pytest.FixtureRequest, tmp_path: Pat
         ns = f"contract-{os.urandom(4).hex()}"  # list() sees only this test's sandboxes
         cfg = ContainerRuntimeConfig(base_url=svc.url, host_image=svc.image, namespace=ns)
         return ContainerRuntime(cfg)
+    if name == "kubernetes":
+        from megaflow.environment.config import KubernetesRuntimeConfig
+        from megaflow.environment.kubernetes import KubernetesRuntime
+        from tests.environment.kubernetes.podman_kubelet import ExecServer, PodmanCoreV1Api
+
+        svc = request.getfixturevalue("podman_service")
+        server = ExecServer(svc)
+        request.addfinalizer(server.close)
+        # root in the pod: the busybox image's /workspace is root's, and Podman fills a
+        # pod's volume from it (non-root runs: tests/environment/kubernetes)
+        kube = KubernetesRuntimeConfig(
+            host_image=svc.image, image_pull_policy="Never", run_as_user=None,
+            reap_interval_s=None, start_timeout_s=60,
+        )  # fmt: skip
+        return KubernetesRuntime(kube, api=PodmanCoreV1Api(svc, server, tmp_path))
     raise AssertionError(f"no test runtime named {name!r}")
 
 

@@ -106,7 +106,7 @@ class _ExecHandler(socketserver.BaseRequestHandler):
         lines = raw.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
         path = lines[0].split()[1]
         headers = {k.lower(): v.strip() for k, v in (h.split(":", 1) for h in lines[1:])}
-        query = parse_qs(urlparse(path).query)
+        query = parse_qs(urlparse(path).query, keep_blank_values=True)  # argv may hold ""
         self.server.requests.append({"path": [urlparse(path).path], **query})
         offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
         assert self.server.protocol in offered, offered

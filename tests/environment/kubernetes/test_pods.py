@@ -65,6 +65,7 @@ def test_pod_carries_limits_labels_deadline_owner_and_a_locked_down_context() ->
     assert podspec["automountServiceAccountToken"] is False
     assert podspec["enableServiceLinks"] is False
     assert podspec["restartPolicy"] == "Never"
+    assert podspec["shareProcessNamespace"] is True  # the pause process reaps orphans
     assert podspec["securityContext"] == {
         "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "runAsNonRoot": True,
     }  # fmt: skip

@@ -191,6 +191,9 @@ def sandbox_pod(
         spec=k8s.V1PodSpec(
             containers=[container],
             restart_policy="Never",
+            # the pod's pause process is PID 1 and reaps what a command orphans; the
+            # keeper (a shell blocked in read) would leave them zombies
+            share_process_namespace=True,
             active_deadline_seconds=math.ceil(spec.ttl_s + config.deadline_grace_s),
             automount_service_account_token=False,
             service_account_name=config.service_account,
