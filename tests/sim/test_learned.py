@@ -12,9 +12,12 @@ from typer.testing import CliRunner
 
 from megaflow.cli.main import app
 from megaflow.core.errors import ConfigError
+from megaflow.core.tasks import Outcome, TaskSpec, TaskType
+from megaflow.scheduler.abstract import PendingTask, TaskFeedback
 from megaflow.scheduler.config import LearnedPolicyConfig, SchedulerConfig
 from megaflow.scheduler.dispatch import DispatchCore
-from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint, save_checkpoint
+from megaflow.scheduler.learned import LearnedPolicy
+from megaflow.scheduler.learned_net import N_FEATURES, Checkpoint, read_checkpoint, save_checkpoint
 from megaflow.sim.families import family
 from megaflow.sim.gym_env import SchedulingEnv, simulator
 from megaflow.sim.learn import TrainOptions, _export, _nets, train
@@ -39,7 +42,7 @@ def test_stepping_with_a_fixed_policy_reproduces_its_run_to_end_result(fresh: Ch
     obs, _ = env.reset(seed=5)
     steps, total, done = 0, 0.0, False
     while not done:
-        assert obs["candidates"].shape[1] == 11
+        assert obs["candidates"].shape[1] == N_FEATURES
         action = int(fresh.logits(obs["candidates"]).argmax())
         obs, reward, done, truncated, _ = env.step(action)
         assert not truncated
@@ -82,7 +85,7 @@ def test_checkpoints_round_trip_and_bad_ones_are_refused(fresh: Checkpoint, tmp_
     path = tmp_path / "p.safetensors"
     save_checkpoint(Checkpoint(fresh.actor, fresh.critic, {"families": ["x"]}), path)
     back = read_checkpoint(path)
-    rows = np.random.default_rng(0).random((7, 11), dtype=np.float32)
+    rows = np.random.default_rng(0).random((7, N_FEATURES), dtype=np.float32)
     assert np.array_equal(back.logits(rows), fresh.logits(rows))
     assert back.meta == {"families": ["x"]}
     with pytest.raises(ConfigError, match="does not exist"):
@@ -127,3 +130,17 @@ def test_cli_trains_compares_and_refuses_a_missing_checkpoint(tmp_path: Path) ->
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert "Traceback" not in res.output
+
+
+def test_candidates_beyond_the_limit_are_the_oldest_and_the_least_predicted_work() -> None:
+    policy = LearnedPolicy(None, max_classes=4)
+    runs = [f"r{k}" for k in range(10)]  # one class per run; r9 predicted shortest
+    for k, run in enumerate(runs):
+        spec = TaskSpec(id=f"done-{k}", run_id=run, type=TaskType.EVAL)
+        done = PendingTask(spec, seq=0, enqueued_at=0.0)
+        policy.observe(TaskFeedback(done, Outcome.OK, "i", 0.0, 1000.0 - 100 * k))
+    for k, run in enumerate(runs):
+        spec = TaskSpec(id=f"t{k}", run_id=run, type=TaskType.EVAL)
+        policy.push(PendingTask(spec, seq=k + 1, enqueued_at=float(k)))
+    heads = {task.id for _, task in policy._heads(set())}
+    assert heads == {"t0", "t1", "t9", "t8"}  # two oldest, two of least predicted work

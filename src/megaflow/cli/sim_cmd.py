@@ -119,6 +119,19 @@ def train(
     ),
     init: Path | None = typer.Option(None, "--init", help="Go on training this checkpoint."),
     seed: int = typer.Option(0, "--seed", help="Seed of the traces, the sampling and the net."),
+    horizon: float = typer.Option(
+        0.0,
+        "--horizon",
+        min=0.0,
+        help="Discount rewards over this many mean task durations (0: undiscounted).",
+    ),
+    tail: float = typer.Option(
+        0.0,
+        "--tail",
+        min=0.0,
+        help="Charge a task 1 + age / (TAIL mean durations) per second in the system, to "
+        "hold back the JCT tail (0: average JCT alone).",
+    ),
     from_run: str | None = typer.Option(
         None, "--from-run", help="Fine-tune on this run's recorded decisions instead (AWR)."
     ),
@@ -166,8 +179,11 @@ def train(
         if i == 1 or i % max(1, iterations // 20) == 0 or i == iterations:
             console.print(f"iteration {i}/{iterations}: mean JCT {jct:,.0f} s")
 
-    opts = TrainOptions(iterations=iterations, rollouts=rollouts, seed=seed)
-    meta = {"families": names, "tasks": tasks, "seed": seed, "init": str(init) if init else None}
+    opts = TrainOptions(
+        iterations=iterations, rollouts=rollouts, seed=seed, horizon=horizon, tail=tail
+    )
+    meta = {"families": names, "tasks": tasks, "seed": seed, "horizon": horizon, "tail": tail,
+            "rollouts": rollouts, "init": str(init) if init else None}  # fmt: skip
     try:
         ckpt, log = run_training(episodes, opts, init=start, meta=meta, progress=progress)
     except ValueError as exc:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from megaflow.scheduler.fleet import Instance, Region
     from megaflow.scheduler.learned_net import Array
 
-_Key = tuple[str, int, float, int, int]
-"""A class of waiting tasks: type, priority, CPU, memory, GPU."""
+_Key = tuple[str, str, int, float, int, int]
+"""A class of waiting tasks: type, run, priority, CPU, memory, GPU."""
 Chooser = Callable[["Array", "Array"], int]
 """Picks one candidate: (candidate rows, critic state) -> row index."""
 Recorder = Callable[[PendingTask, "Array", "Array", int, float, float], None]
@@ -46,7 +46,7 @@ Recorder = Callable[[PendingTask, "Array", "Array", int, float, float], None]
 def _key(spec: TaskSpec) -> _Key:
     r = spec.resources
     kind = spec.type.value if spec.type is not None else "untyped"
-    return (kind, spec.priority, r.cpu, r.memory_mb, r.gpu)
+    return (kind, spec.run_id, spec.priority, r.cpu, r.memory_mb, r.gpu)
 
 
 class RunTimeEstimates:
@@ -72,11 +72,13 @@ class RunTimeEstimates:
 
     def predict(self, spec: TaskSpec) -> float | None:
         kind = spec.type.value if spec.type is not None else "untyped"
-        for key in ((kind, spec.run_id), (kind, ""), ("", "")):
-            got = self._mean.get(key)
-            if got is not None:
-                return got[1]
-        return None
+        return self.predict_for(kind, spec.run_id)
+
+    def predict_for(self, kind: str, run: str) -> float | None:
+        """The mean of (kind, run), else of kind, else of everything; None before any."""
+        mean = self._mean
+        got = mean.get((kind, run)) or mean.get((kind, "")) or mean.get(("", ""))
+        return None if got is None else got[1]
 
 
 class LearnedPolicy(SchedulingPolicy):
@@ -137,8 +139,20 @@ class LearnedPolicy(SchedulingPolicy):
             if task is not None:
                 out.append((key, task))
         if len(out) > self.max_classes:
-            out = heapq.nsmallest(self.max_classes, out, key=lambda kt: kt[1].seq)
+            # Prefilter by cheap keys: the oldest heads (nothing waits for ever) and
+            # the heads of the least predicted work (short jobs first pays most).
+            half = self.max_classes // 2
+            oldest = heapq.nsmallest(half, out, key=lambda kt: kt[1].seq)
+            taken = {k for k, _ in oldest}
+            rest = [kt for kt in out if kt[0] not in taken]
+            work = self._cheap_work
+            out = oldest + heapq.nsmallest(self.max_classes - half, rest, key=work)
         return out
+
+    def _cheap_work(self, kt: tuple[_Key, PendingTask]) -> float:
+        key = kt[0]
+        pred = self.estimates.predict_for(key[0], key[1])
+        return key[3] * (0.0 if pred is None else pred)
 
     def pop(self) -> PendingTask | None:
         """The oldest waiting task (preemption asks the queue in this order)."""
@@ -202,7 +216,7 @@ class LearnedPolicy(SchedulingPolicy):
         fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]] = {}
         actions = []
         for key, task in self._heads(blocked):
-            shape = key[2:]
+            shape = key[3:]
             got = fits.get(shape)
             if got is None:
                 res = self._resources.get(shape)
@@ -234,7 +248,7 @@ class LearnedPolicy(SchedulingPolicy):
         classes = self._classes
         raw = np.array(
             [
-                (k[1], k[2], now - t.enqueued_at, fallback if p is None else p, i.mcpu,
+                (k[2], k[3], now - t.enqueued_at, fallback if p is None else p, i.mcpu,
                  i.cap_mcpu, len(classes[k]), spread, p is not None)
                 for (k, t, i, spread), p in zip(actions, preds, strict=True)
             ],
@@ -249,21 +263,23 @@ class LearnedPolicy(SchedulingPolicy):
             raw[:, 5],
         )
         lo, hi = raw[:, :4].min(0), raw[:, :4].max(0)
-        work = pred * cpu
+        work = np.maximum(pred * cpu, 1e-6)
+        w_lo, w_hi = float(work.min()), float(work.max())
         queued = max(1, len(self._token))
         x = np.empty((len(actions), N_FEATURES), dtype=np.float32)
         x[:, 0] = (prio - lo[0]) / (hi[0] - lo[0]) if hi[0] > lo[0] else 0.5
         x[:, 1] = age / max(float(hi[2]), 1e-9)
         x[:, 2] = pred / max(float(hi[3]), 1e-9)
-        x[:, 3] = work / max(float(work.max()), 1e-9)
-        x[:, 4] = age / (age + max(float(pred.mean()), 1e-9))
-        x[:, 5] = np.minimum(1.0, cpu * 1000 / np.maximum(free, 1.0))
-        x[:, 6] = 1.0 - free / np.maximum(cap, 1.0)
-        x[:, 7] = region.running / max(1, region.total_slots)
-        x[:, 8] = np.minimum(1.0, raw[:, 6] / queued)
-        x[:, 9:11] = raw[:, 7:9]
+        x[:, 3] = work / w_hi
+        x[:, 4] = np.log(work / w_lo) / math.log(w_hi / w_lo) if w_hi > w_lo * 1.001 else 0.0
+        x[:, 5] = age / (age + np.maximum(pred, 1e-9))
+        x[:, 6] = np.minimum(1.0, cpu * 1000 / np.maximum(free, 1.0))
+        x[:, 7] = 1.0 - free / np.maximum(cap, 1.0)
+        x[:, 8] = region.running / max(1, region.total_slots)
+        x[:, 9] = np.minimum(1.0, raw[:, 6] / queued)
+        x[:, 10:12] = raw[:, 7:9]
         pressure = math.log1p(queued / max(1, region.total_slots))
-        state = np.concatenate([x.mean(0), x.max(0), [x[0, 7], pressure]]).astype(np.float32)
+        state = np.concatenate([x.mean(0), x.max(0), [x[0, 8], pressure]]).astype(np.float32)
         return x, state
 
 

@@ -30,7 +30,8 @@ FEATURES = (
     "age",  # time waited over the longest wait among the candidates
     "predicted_time",  # predicted run time over the longest among the candidates
     "predicted_work",  # predicted CPU-seconds over the largest among the candidates
-    "waited_vs_predicted",  # age / (age + mean predicted run time)
+    "work_log_rank",  # log(work / least work) over log(most / least): 0 least, 1 most
+    "waited_vs_predicted",  # age / (age + its own predicted run time)
     "resource_efficiency",  # the task's CPU over the instance's free CPU
     "node_load",  # share of the instance's CPU in use before placing
     "region_load",  # share of the region's slots in use

@@ -55,6 +55,12 @@ class Family:
     arrivals: Arrivals = poisson
     burst_prob: float = 0.01
     burst_size: int = 20
+    run_sigma: tuple[float, float] = (0.0, 0.0)
+    """Spread of each run's median length around its type's, drawn uniformly in this
+    range per episode: log-normal factors, scaled to mean 1 over the type's runs so the
+    load stays. Runs of one type differ (another task set, agent or model), so a run's
+    finished tasks predict its next ones; at 0 every run of a type is alike and nothing
+    a scheduler sees tells a task's length beyond its type's mean."""
     tasks: int = 2000
     template: InstanceSpec = INSTANCE
     about: str = ""
@@ -76,6 +82,7 @@ class Family:
         load = rng.uniform(*self.load)
         rate = load * self.instances * self.template.cpu / self.mean_cpu_s()
         names, weights = list(self.mix), list(self.mix.values())
+        scale = self._run_scales(seed)
         out: list[TraceTask] = []
         t = 0.0
         while len(out) < n:
@@ -84,12 +91,28 @@ class Family:
             for _ in range(min(k, n - len(out))):
                 name = rng.choices(names, weights)[0]
                 p = self.profiles[name]
-                dur = min(MAX_DURATION_S, rng.lognormvariate(math.log(p.median_s), p.sigma))
+                raw = rng.lognormvariate(math.log(p.median_s), p.sigma)
+                prio, run = p.priority + rng.randint(0, 2), f"{name}-{rng.randrange(p.runs)}"
+                dur = min(MAX_DURATION_S, raw * scale.get(run, 1.0))
                 out.append(TraceTask(
-                    arrival_s=t, duration_s=max(1.0, dur), type=name,
-                    priority=p.priority + rng.randint(0, 2), run=f"{name}-{rng.randrange(p.runs)}",
+                    arrival_s=t, duration_s=max(1.0, dur), type=name, priority=prio, run=run,
                     tenant=f"tenant-{rng.randrange(3)}", cpu=p.cpu, memory_mb=p.memory_mb,
                 ))  # fmt: skip
+        return out
+
+    def _run_scales(self, seed: int) -> dict[str, float]:
+        """Each run's length factor, drawn per trace from a stream of its own (so the
+        arrivals, types and runs of a seed are the same whatever ``run_sigma`` is)."""
+        rng = random.Random(f"{seed}/runs")
+        sigma = rng.uniform(*self.run_sigma)
+        if sigma <= 0:
+            return {}
+        out: dict[str, float] = {}
+        for name in sorted(self.profiles):
+            runs = self.profiles[name].runs
+            f = [rng.lognormvariate(0.0, sigma) for _ in range(runs)]
+            mean = sum(f) / runs  # runs are equally likely: the type's mean length is kept
+            out.update({f"{name}-{r}": f[r] / mean for r in range(runs)})
         return out
 
     def episode(self, seed: int, tasks: int | None = None) -> Episode:
@@ -112,20 +135,25 @@ _TWO_CLASS = {
     "train": TypeProfile(median_s=600.0, sigma=0.3, cpu=1.0, memory_mb=1024, priority=0),
 }
 
+_VARIED = (0.0, 0.8)
+"""Training: runs of a type anywhere from alike to far apart."""
+_RUNS = (0.5, 0.5)
+"""Evaluation: runs of a type about a factor 1.6 apart (one sigma)."""
+
 FAMILIES = {
     f.name: f
     for f in (
-        Family("mix-poisson", PROFILES, MIX, load=(0.9, 1.3),
+        Family("mix-poisson", PROFILES, MIX, load=(0.9, 1.3), run_sigma=_VARIED,
                about="the default train/eval/synth mix, Poisson arrivals with rare bursts"),
         Family("mix-bursty", PROFILES, MIX, load=(0.9, 1.3), burst_prob=0.05,
-               about="the default mix, one arrival in twenty a burst of 20"),
-        Family("diurnal", PROFILES, MIX, instances=30, arrivals=diurnal(),
+               run_sigma=_VARIED, about="the default mix, one arrival in twenty a burst of 20"),
+        Family("diurnal", PROFILES, MIX, instances=30, arrivals=diurnal(), run_sigma=_RUNS,
                about="the default mix; arrival rate swings 0.2x-1.8x over 6 h"),
-        Family("long-tail", _LONG_TAIL, MIX,
+        Family("long-tail", _LONG_TAIL, MIX, run_sigma=_RUNS,
                about="other lengths: sigma 1.3-1.6, eval the longest type, synth 60 s"),
-        Family("wide-tasks", _WIDE, MIX,
+        Family("wide-tasks", _WIDE, MIX, run_sigma=_RUNS,
                about="other shapes: 4-CPU/16 GB train tasks, 0.25-CPU synth"),
-        Family("big-fleet", PROFILES, MIX, instances=200, tasks=10_000,
+        Family("big-fleet", PROFILES, MIX, instances=200, tasks=10_000, run_sigma=_RUNS,
                about="the default mix on 200 instances, 10,000 tasks"),
         Family("two-class", _TWO_CLASS, {"eval": 0.5, "train": 0.5}, instances=2,
                load=(1.2, 1.2), burst_prob=0.0, tasks=300,

@@ -54,22 +54,42 @@ class Episode:
 
 
 class InSystem:
-    """Task-seconds spent in the system so far: the integral of (arrived - finished)."""
+    """Task-seconds spent in the system so far: the integral of (arrived - finished);
+    and the integral of the ages of the tasks in the system (:meth:`age_area`)."""
 
     def __init__(self, trace: list[TraceTask]) -> None:
         self._arrivals = [t.arrival_s for t in trace]
         self._prefix = [0.0, *itertools.accumulate(self._arrivals)]
+        self._prefix2 = [0.0, *itertools.accumulate(a * a for a in self._arrivals)]
         self._finished = 0
         self._finished_sum = 0.0
+        self._finished_arrival = 0.0
+        self._finished_arrival2 = 0.0
+        self._finished_age2 = 0.0
 
     def finished(self, fb: TaskFeedback) -> None:
         if fb.outcome is Outcome.OK:
             self._finished += 1
             self._finished_sum += fb.ended_at
+            a = fb.task.enqueued_at  # the simulator queues a task as it arrives
+            self._finished_arrival += a
+            self._finished_arrival2 += a * a
+            self._finished_age2 += (fb.ended_at - a) ** 2
 
     def area(self, now: float) -> float:
         n = bisect.bisect_right(self._arrivals, now)
         return (n * now - self._prefix[n]) - (self._finished * now - self._finished_sum)
+
+    def age_area(self, now: float) -> float:
+        """Sum over arrived tasks of half their squared time in the system up to ``now``:
+        its growth rate is the summed age of the tasks in the system, so a reward on it
+        weighs a task's delay by how long it has been in the system (a convex cost of
+        completion time, which holds back the tail that minus ``area`` alone lets grow)."""
+        n = bisect.bisect_right(self._arrivals, now)
+        k = self._finished
+        open_sq = (n - k) * now * now - 2 * now * (self._prefix[n] - self._finished_arrival)
+        open_sq += self._prefix2[n] - self._finished_arrival2
+        return (open_sq + self._finished_age2) / 2
 
 
 def simulator(

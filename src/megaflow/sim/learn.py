@@ -41,6 +41,14 @@ class TrainOptions:
     entropy: float = 0.01
     hidden: int = 32
     seed: int = 0
+    horizon: float = 0.0
+    """Discount rewards by ``exp(-dt / (horizon x mean task duration))``; 0 keeps the
+    undiscounted return (minus the episode's total JCT from then on)."""
+    tail: float = 0.0
+    """Charge each task ``1 + age / (tail x mean task duration)`` per second in the
+    system (:meth:`~megaflow.sim.gym_env.InSystem.age_area`): a convex cost of
+    completion time that weighs holding back a task by how long it is in already,
+    trading some average JCT for a shorter tail. 0 charges 1 (average JCT alone)."""
 
 
 @dataclass
@@ -63,7 +71,10 @@ class _Rollout:
     mean_jct: float = 0.0
 
 
-def _rollout(episode: Episode, net: Checkpoint, rng: random.Random) -> _Rollout:
+def _rollout(
+    episode: Episode, net: Checkpoint, rng: random.Random, horizon: float = 0.0,
+    tail: float = 0.0,
+) -> _Rollout:  # fmt: skip
     out = _Rollout()
     tracker = InSystem(episode.trace)
 
@@ -75,17 +86,31 @@ def _rollout(episode: Episode, net: Checkpoint, rng: random.Random) -> _Rollout:
         out.states.append(state)
         out.actions.append(a)
         out.times.append(sim.now)
-        out.areas.append(tracker.area(sim.now))
+        out.areas.append(cost(sim.now))
         return a
+
+    mean_s = sum(t.duration_s for t in episode.trace) / len(episode.trace)
+
+    def cost(now: float) -> float:
+        if tail <= 0:
+            return tracker.area(now)
+        return tracker.area(now) + tracker.age_area(now) / (tail * mean_s)
 
     sim = simulator(episode, choose)
     sim.core.listeners.append(tracker.finished)
     report = asyncio.run(sim.run())
-    end = tracker.area(sim.now)
-    scale = len(episode.trace) * (sum(t.duration_s for t in episode.trace) / len(episode.trace))
+    end = cost(sim.now)
     areas = np.array([*out.areas, end])
-    rewards = -(areas[1:] - areas[:-1]) / scale
-    out.returns = np.cumsum(rewards[::-1])[::-1].astype(np.float32)
+    rewards = -(areas[1:] - areas[:-1]) / (len(episode.trace) * mean_s)
+    if horizon > 0:
+        keep = np.exp(-np.diff(np.array([*out.times, sim.now])) / (horizon * mean_s))
+        ret, acc = np.empty_like(rewards), 0.0
+        for i in range(len(rewards) - 1, -1, -1):
+            acc = rewards[i] + keep[i] * acc
+            ret[i] = acc
+        out.returns = ret.astype(np.float32)
+    else:
+        out.returns = np.cumsum(rewards[::-1])[::-1].astype(np.float32)
     out.mean_jct = report.avg_jct_s
     return out
 
@@ -182,7 +207,9 @@ def _train(
     for it in range(opt.iterations):
         episode = episodes(rng)
         net = _export(actor, critic, info)
-        group = [_rollout(episode, net, rng) for _ in range(max(1, opt.rollouts))]
+        group = [
+            _rollout(episode, net, rng, opt.horizon, opt.tail) for _ in range(max(1, opt.rollouts))
+        ]
         group = [g for g in group if g.actions]
         if not group:
             continue
