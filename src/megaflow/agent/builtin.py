@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import posixpath
 import time
 from typing import Any
 
 from megaflow.agent.abstract import Agent, ExitStatus, problem_statement
 from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.agent.tools import TOOL_NAMES, TOOLS, Toolbox
-from megaflow.core.errors import AgentError
+from megaflow.core.errors import AgentError, MegaFlowError, NotFound
 from megaflow.core.tasks import TaskSpec
 from megaflow.core.trajectory import Action, Observation, Trajectory
 from megaflow.environment.abstract import Sandbox
@@ -150,5 +151,26 @@ def _tool_msg(call_id: str, content: str) -> dict[str, Any]:
 
 
 async def _diff(tools: Toolbox) -> str:
+    """The work tree's ``git diff``; empty outside a repository (then no git runs:
+    a process in the sandbox costs more than the few file reads that find out)."""
+    if not await _in_repository(tools.sandbox, tools.workdir):
+        return ""
     res = await tools.sandbox.exec(["git", "-C", tools.workdir, "diff"], timeout=60)
     return res.stdout if res.exit_code == 0 else ""
+
+
+async def _in_repository(sandbox: Sandbox, workdir: str) -> bool:
+    """Whether ``workdir`` or a folder above it has a ``.git`` (a folder, or the file of a
+    worktree or submodule): git looks upwards the same way."""
+    here = posixpath.normpath(workdir)
+    while True:
+        try:
+            await sandbox.read_file(posixpath.join(here, ".git"))
+            return True
+        except NotFound:
+            pass
+        except MegaFlowError:  # there, but not a file: a folder
+            return True
+        if here == "/":
+            return False
+        here = posixpath.dirname(here)
