@@ -19,7 +19,9 @@ least three repetitions:
 
 Setup on both sides (runtime start, stores, ``ray.init``, actor start) is
 outside the timer. The peer runs the sandbox steps without an agent, a model
-client or a state machine, so it does less work than MegaFlow.
+client or a state machine, so it does less work than MegaFlow. ``--ab``
+runs the ideal and MegaFlow once and prints ``ab`` lines for
+``benchmarks/ab.py --before REV``.
 """
 
 from __future__ import annotations
@@ -190,8 +192,22 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
     ap.add_argument("--quick", action="store_true", help="64 episodes")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument(
+        "--ab",
+        action="store_true",
+        help="ideal and MegaFlow once each, as `ab` lines for benchmarks/ab.py",
+    )
     args = ap.parse_args()
     n = 64 if args.quick else args.episodes
+    if args.ab:
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu_ep, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", 16))
+            wall, cpu = asyncio.run(megaflow(Path(tmp) / "mf", n))
+        print(
+            f"ab ideal-cpu-ms/episode {cpu_ep * 1000:.2f}\nab cpu-ms/episode {cpu / n * 1000:.2f}"
+            f"\nab wall-s {wall:.2f}\nab cpu-overhead {1 - cpu_ep * n / cpu:.4f}"
+        )
+        return
     reps = max(3, args.reps)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
