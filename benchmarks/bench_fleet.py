@@ -310,6 +310,10 @@ def seconds(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s (max {max(values):.2f}, {len(values)} tasks)"
 
 
+def progress(what: str, t0: float) -> None:
+    print(f"[bench_fleet] {what} done at {time.monotonic() - t0:.0f} s", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="One repetition, small rounds.")
@@ -322,6 +326,7 @@ def main() -> None:
     per_node: dict[str, dict[int, float]] = {"no-op": {}, "sandboxed": {}}
     workloads = (("no-op", "dummy", n_noop), ("sandboxed", "local", n_sbx))
     k = args.nodes
+    t0 = time.monotonic()
     cluster = RayCluster()
     try:
         cluster.start_head()
@@ -332,6 +337,7 @@ def main() -> None:
                     throughput(cluster, tmp, nodes, SLOTS * nodes, runtime, n, reps)
                 )
                 per_node[label][nodes] = statistics.median(mf)
+                progress(f"{label} on {nodes} node(s)", t0)
                 rows.append([
                     f"{label}, {nodes} node(s), {SLOTS * nodes} slots, {n} tasks/round",
                     spread(mf, rate), spread(peer, rate), spread(ratios(mf, peer)),
@@ -339,6 +345,7 @@ def main() -> None:
         ray_delays = ray_loss(cluster, tmp, k)
         cluster.add_nodes([f"node_{k + 1}"], slots=SLOTS, cpus=SLOTS)
         mf_delays = asyncio.run(mf_loss(cluster, tmp, k))
+        progress("lost node", t0)
     finally:
         cluster.stop()
     # control: the slots of k nodes on one node, so that node count and slot count part
@@ -349,6 +356,7 @@ def main() -> None:
         for label, runtime, n in workloads:
             mf, peer = asyncio.run(throughput(wide, tmp, 1, SLOTS * k, runtime, n, reps))
             per_node[label][-k] = statistics.median(mf)
+            progress(f"{label} control", t0)
             rows.append([
                 f"{label}, 1 node, {SLOTS * k} slots (control), {n} tasks/round",
                 spread(mf, rate), spread(peer, rate), spread(ratios(mf, peer)),
@@ -376,9 +384,13 @@ def main() -> None:
         f"CPUs; {reps} repetition(s), sides in turn, each ratio MegaFlow / Ray within a "
         "repetition, median (min-max). MegaFlow runs every task through the scheduler, the "
         "builtin agent and the model client in the driver and each sandbox call over gRPC to "
-        "the node's agent; the Ray peer runs only the task body (no state machine, agent, "
-        "model or stored result). Per-node scaling on one machine measures the cost of more "
-        "processes on the same cores, not the gain of more machines. The lost-node row is one "
+        "the node's agent (no-op: the `dummy` runtime, in memory; sandboxed: `local`, a "
+        "bubblewrap sandbox per task); the Ray peer runs only the task body (no state machine, "
+        "agent, model or stored result), its worker processes and their runtimes started "
+        "before the timer. Per-node scaling on one machine measures the cost of more "
+        "processes on the same cores, not the gain of more machines; the control row puts "
+        "all the slots on one node, so slot count and node count can be told apart. The "
+        "lost-node row is one "
         "kill per side; MegaFlow's figure is the retry's start in the scheduler (the fleet's "
         "poll_s 0.5 s, lost_after_s 3 s), Ray's the retried function's start on its new node."
     )
