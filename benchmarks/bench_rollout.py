@@ -53,7 +53,7 @@ from megaflow.model.scripted import ScriptedBackend, tool_call
 from megaflow.model.service import ModelService
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.service import Scheduler
-from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
+from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig, StorageConfig
 from megaflow.storage.factory import Stores
 from report import LOAD_AT_START, report
 
@@ -95,7 +95,10 @@ def scripted_client() -> InProcessModelClient:
 async def megaflow(root: Path, n: int) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this process and its sandboxes) for N episodes."""
     stores = Stores.from_config(
-        StorageConfig(metadata=SqliteMetadataConfig(path=str(root / "m.db")))
+        StorageConfig(
+            metadata=SqliteMetadataConfig(path=str(root / "m.db")),
+            artifacts=LocalArtifactsConfig(root=str(root / "artifacts")),
+        )
     )
     await stores.start()
     runtime = LocalRuntime(LocalRuntimeConfig(root=str(root / "sb")))

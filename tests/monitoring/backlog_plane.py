@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -17,14 +18,19 @@ from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.scheduler.synthetic import SleepExecutor
-from megaflow.storage.config import SqliteMetadataConfig, StorageConfig
+from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig, StorageConfig
 from megaflow.storage.factory import Stores
 
 
 async def main(port: int, db: str, tasks: int) -> None:
     registry = CollectorRegistry()
     start_http_server(port, addr="127.0.0.1", registry=registry)
-    stores = Stores.from_config(StorageConfig(metadata=SqliteMetadataConfig(path=db)))
+    stores = Stores.from_config(
+        StorageConfig(
+            metadata=SqliteMetadataConfig(path=db),
+            artifacts=LocalArtifactsConfig(root=str(Path(db).parent / "artifacts")),  # not in cwd
+        )
+    )
     async with stores:
         sched = Scheduler(
             SchedulerConfig(max_concurrency=1),
