@@ -144,3 +144,24 @@ def test_candidates_beyond_the_limit_are_the_oldest_and_the_least_predicted_work
         policy.push(PendingTask(spec, seq=k + 1, enqueued_at=float(k)))
     heads = {task.id for _, task in policy._heads(set())}
     assert heads == {"t0", "t1", "t9", "t8"}  # two oldest, two of least predicted work
+
+
+def test_with_many_classes_the_orderings_give_the_same_candidates_as_a_scan() -> None:
+    policy = LearnedPolicy(None, max_classes=4)
+    runs = [f"r{k}" for k in range(100)]  # more classes than are scanned exactly
+    for k, run in enumerate(runs):
+        spec = TaskSpec(id=f"done-{k}", run_id=run, type=TaskType.EVAL)
+        done = PendingTask(spec, seq=0, enqueued_at=0.0)
+        policy.observe(TaskFeedback(done, Outcome.OK, "i", 0.0, 1000.0 - 10 * k))
+    for k, run in enumerate(runs):
+        for j in range(2):
+            spec = TaskSpec(id=f"t{k}-{j}", run_id=run, type=TaskType.EVAL)
+            policy.push(PendingTask(spec, seq=1 + k + 100 * j, enqueued_at=float(k)))
+    assert {t.id for _, t in policy._heads(set())} == {"t0-0", "t1-0", "t99-0", "t98-0"}
+    taken = policy.pop()  # the oldest: its class's next task is now far back in arrival
+    assert taken is not None
+    assert taken.id == "t0-0"
+    heads = policy._heads(set())
+    assert {t.id for _, t in heads} == {"t1-0", "t2-0", "t99-0", "t98-0"}
+    blocked = {k for k, t in heads if t.id == "t99-0"}
+    assert {t.id for _, t in policy._heads(blocked)} == {"t1-0", "t2-0", "t98-0", "t97-0"}

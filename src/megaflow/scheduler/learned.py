@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from megaflow.core.tasks import Outcome, Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
+from megaflow.scheduler.learned_candidates import EXACT_UP_TO, ClassAges, WorkOrder
 from megaflow.scheduler.learned_net import N_FEATURES, Checkpoint, read_checkpoint
 
 if TYPE_CHECKING:
@@ -105,32 +106,55 @@ class LearnedPolicy(SchedulingPolicy):
         self._token: dict[str, int] = {}
         self._tokens = 0
         self._resources: dict[tuple[float, int, int], Resources] = {}
+        self._observed = 0
+        self._ages = ClassAges(self._classes, self._head)
+        self._work_order = WorkOrder(
+            self._classes, self._head, self.class_work, lambda: self._observed
+        )
 
     # -- the queue ---------------------------------------------------------------------
     def push(self, task: PendingTask) -> None:
         self._tokens += 1
         self._token[task.id] = self._tokens
-        heap = self._classes.setdefault(_key(task.spec), [])
+        key = _key(task.spec)
+        heap = self._classes.get(key)
+        if heap is None:
+            heap = self._classes[key] = []
+            self._work_order.fresh.append(key)
         heapq.heappush(heap, (task.seq, self._tokens, task))
+        if heap[0][2] is task:
+            self._ages.moved(key, task.seq)
 
     def _head(self, key: _Key) -> PendingTask | None:
         heap = self._classes[key]
+        moved = False
         while heap:
             _, tok, task = heap[0]
             if self._token.get(task.id) == tok and not task.removed:
+                if moved:
+                    self._ages.moved(key, task.seq)
                 return task
             heapq.heappop(heap)
+            moved = True
             if task.removed and self._token.get(task.id) == tok:
                 del self._token[task.id]
         del self._classes[key]
         return None
 
     def _take(self, key: _Key) -> PendingTask:
-        task = heapq.heappop(self._classes[key])[2]
+        heap = self._classes[key]
+        task = heapq.heappop(heap)[2]
         del self._token[task.id]
+        if heap:
+            self._ages.moved(key, heap[0][0])
         return task
 
     def _heads(self, blocked: set[_Key]) -> list[tuple[_Key, PendingTask]]:
+        if len(self._classes) > EXACT_UP_TO:
+            half = self.max_classes // 2
+            oldest = self._ages.oldest(half, blocked)
+            skip = blocked | {k for k, _ in oldest}
+            return oldest + self._work_order.least(self.max_classes - half, skip)
         out = []
         for key in list(self._classes):
             if key in blocked:
@@ -150,7 +174,10 @@ class LearnedPolicy(SchedulingPolicy):
         return out
 
     def _cheap_work(self, kt: tuple[_Key, PendingTask]) -> float:
-        key = kt[0]
+        return self.class_work(kt[0])
+
+    def class_work(self, key: _Key) -> float:
+        """CPU x predicted run time of a class; 0 before any estimate (so it is tried)."""
         pred = self.estimates.predict_for(key[0], key[1])
         return key[3] * (0.0 if pred is None else pred)
 
@@ -164,6 +191,7 @@ class LearnedPolicy(SchedulingPolicy):
 
     def observe(self, feedback: TaskFeedback) -> None:
         self.estimates.observe(feedback)
+        self._observed += 1
 
     # -- decisions ---------------------------------------------------------------------
     def choose(self, rows: Array, state: Array) -> int:
