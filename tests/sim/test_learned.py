@@ -165,3 +165,18 @@ def test_with_many_classes_the_orderings_give_the_same_candidates_as_a_scan() ->
     assert {t.id for _, t in heads} == {"t1-0", "t2-0", "t99-0", "t98-0"}
     blocked = {k for k, t in heads if t.id == "t99-0"}
     assert {t.id for _, t in policy._heads(blocked)} == {"t1-0", "t2-0", "t98-0", "t97-0"}
+
+
+def test_when_no_prefiltered_head_fits_the_next_classes_are_tried() -> None:
+    from megaflow.core.tasks import Resources
+    from megaflow.scheduler.abstract import InstanceSpec
+    from megaflow.scheduler.fleet import Instance, Region
+
+    policy = LearnedPolicy(None, max_classes=2, chooser=lambda rows, state: 0)
+    region = Region("default")
+    region.add(Instance.from_spec(InstanceSpec("i0", cpu=1, memory_mb=4096, slots=4), 0.0))
+    for k, cpu in enumerate((2.0, 2.0, 2.0, 0.5)):  # only the newest class fits
+        spec = TaskSpec(id=f"t{k}", run_id=f"r{k}", resources=Resources(cpu=cpu, memory_mb=512))
+        policy.push(PendingTask(spec, seq=k + 1, enqueued_at=float(k)))
+    made = policy.decide(region, lambda task, inst: True, limit=10, scan_limit=10)
+    assert [d.task.id for d in made] == ["t3"]

@@ -241,9 +241,23 @@ class LearnedPolicy(SchedulingPolicy):
     def _actions(
         self, region: Region, blocked: set[_Key]
     ) -> list[tuple[_Key, PendingTask, Instance, bool]]:
+        """The candidates that fit somewhere; when none of the prefiltered heads fits,
+        the next ones are tried, so free room is never left for want of a candidate."""
         fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]] = {}
+        while True:
+            heads = self._heads(blocked)
+            if not heads:
+                return []
+            actions = self._placements(region, heads, blocked, fits)
+            if actions:
+                return actions
+
+    def _placements(
+        self, region: Region, heads: list[tuple[_Key, PendingTask]], blocked: set[_Key],
+        fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]],
+    ) -> list[tuple[_Key, PendingTask, Instance, bool]]:  # fmt: skip
         actions = []
-        for key, task in self._heads(blocked):
+        for key, task in heads:
             shape = key[3:]
             got = fits.get(shape)
             if got is None:
