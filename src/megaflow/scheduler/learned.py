@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +108,8 @@ class LearnedPolicy(SchedulingPolicy):
         self._tokens = 0
         self._resources: dict[tuple[float, int, int], Resources] = {}
         self._observed = 0
+        self._shapes: Counter[tuple[float, int, int]] = Counter()
+        """Waiting tasks by shape (entries still in a class heap, stale ones included)."""
         self._ages = ClassAges(self._classes, self._head)
         self._work_order = WorkOrder(
             self._classes, self._head, self.class_work, lambda: self._observed
@@ -122,6 +125,7 @@ class LearnedPolicy(SchedulingPolicy):
             heap = self._classes[key] = []
             self._work_order.fresh.append(key)
         heapq.heappush(heap, (task.seq, self._tokens, task))
+        self._shapes[key[3:]] += 1
         if heap[0][2] is task:
             self._ages.moved(key, task.seq)
 
@@ -135,6 +139,7 @@ class LearnedPolicy(SchedulingPolicy):
                     self._ages.moved(key, task.seq)
                 return task
             heapq.heappop(heap)
+            self._shapes[key[3:]] -= 1
             moved = True
             if task.removed and self._token.get(task.id) == tok:
                 del self._token[task.id]
@@ -144,6 +149,7 @@ class LearnedPolicy(SchedulingPolicy):
     def _take(self, key: _Key) -> PendingTask:
         heap = self._classes[key]
         task = heapq.heappop(heap)[2]
+        self._shapes[key[3:]] -= 1
         del self._token[task.id]
         if heap:
             self._ages.moved(key, heap[0][0])
@@ -251,6 +257,8 @@ class LearnedPolicy(SchedulingPolicy):
             actions = self._placements(region, heads, blocked, fits)
             if actions:
                 return actions
+            if all(fits.get(shape, (True,))[0] is None for shape, n in self._shapes.items() if n):
+                return []  # no waiting shape fits anywhere: no need to look further
 
     def _placements(
         self, region: Region, heads: list[tuple[_Key, PendingTask]], blocked: set[_Key],
