@@ -1,7 +1,8 @@
 # MegaFlow: two commands on a fresh clone.
-#   make run   - set up .venv and run the main job (gold and empty patches on the mini-SWE set)
+#   make run   - set up .venv and run the main job: the train quickstart, the closed RL loop
+#                (megaflow train examples/train-quickstart.yaml) on embedded defaults
 #   make test  - set up .venv (and system packages when root) and run every test
-#   make train - the train quickstart: the closed RL loop (megaflow train) on embedded defaults
+#   make eval  - the evaluation job (gold and empty patches on the mini-SWE set)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -27,16 +28,18 @@ openhands: | $(PY)
 sysdeps:
 	bash scripts/install-sysdeps.sh
 
-$(POLICY): | $(STAMP)
+# Built once; again when the demonstrations change.
+$(POLICY): tasks/settings-fix/demonstrations.jsonl | $(STAMP)
+	rm -rf $(POLICY)
 	$(PY) -m megaflow.app.training.quickstart $(POLICY)
 
-run: $(STAMP) sysdeps
-	$(VENV)/bin/megaflow run examples/quickstart.yaml
-
-eval: run
-
-train: $(STAMP) sysdeps $(POLICY)
+run: $(STAMP) sysdeps $(POLICY)
 	$(VENV)/bin/megaflow train examples/train-quickstart.yaml
+
+train: run
+
+eval: $(STAMP) sysdeps
+	$(VENV)/bin/megaflow run examples/quickstart.yaml
 
 test: $(STAMP) sysdeps openhands
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -26,6 +26,7 @@ import ast
 import json
 import posixpath
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -43,13 +44,13 @@ from megaflow.model.transformers_lm import parse_tool_calls
 from megaflow.train.config import TrainerConfig
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.samples import TrainingSample
-from megaflow.train.warm_start import WarmStartConfig, demonstration, warm_start
+from megaflow.train.warm_start import WarmStartConfig, load_conversations, warm_start
 from megaflow.train.worker import RankWorker
 
 TASKS = ROOT / "tasks" / "settings-fix"
 SYSTEM = "Fix the setting with one edit call, then call submit."
 WORKDIR = "/workspace"
-DEMO_TEMPLATES = 3  # the phrasings the demo split uses (tasks/settings-fix/build)
+OLD_FIRST = 3  # the phrasings that name the current value first (tasks/settings-fix/build)
 
 
 def study_reward(inst: SWEInstance, text: str) -> float:
@@ -147,7 +148,7 @@ class Sampler:
 def evaluate(
     sampler: Sampler, insts: list[SWEInstance], temperature: float
 ) -> tuple[float, float, float]:
-    """Mean held-out reward: overall, on the warm start's phrasings, on the others."""
+    """Mean held-out reward: overall, phrased old value first, phrased new value first."""
     prompts = [sampler.prompt_ids(i) for i in insts]
     outs: list[list[int]] = []
     for k in range(0, len(prompts), 32):
@@ -157,7 +158,7 @@ def evaluate(
     for inst, out in zip(insts, outs, strict=True):
         meta = inst.model_extra["settings_fix"] if inst.model_extra else {}
         r = study_reward(inst, sampler.text(out))
-        (seen if meta["template"] < DEMO_TEMPLATES else unseen).append(r)
+        (seen if meta["template"] < OLD_FIRST else unseen).append(r)
     mean = (sum(seen) + sum(unseen)) / len(insts)
     return mean, sum(seen) / max(len(seen), 1), sum(unseen) / max(len(unseen), 1)
 
@@ -166,7 +167,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--sft-steps", type=int, default=60)
+    ap.add_argument("--sft-steps", type=int, default=1200)
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--sft-batch", type=int, default=16)
     ap.add_argument("--prompts", type=int, default=8, help="Prompts (groups) per RL step.")
@@ -178,26 +179,30 @@ def main() -> int:
     ap.add_argument("--max-new", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-update", action="store_true", help="The control: never step.")
+    ap.add_argument("--policy", type=Path, help="Start from this built policy (no warm start).")
     ap.add_argument("--json", type=Path, help="Also write the curve here.")
     args = ap.parse_args()
     torch.set_num_threads(1)  # two threads on a loaded 2-core machine run 6x slower
-    demo = load_instances(TASKS / "demo.jsonl")
     train = load_instances(TASKS / "train.jsonl")
     heldout = load_instances(TASKS / "heldout.jsonl")
-    convs = [demonstration(SYSTEM, i.problem_statement, i.patch) for i in demo]
+    convs = load_conversations(TASKS / "demonstrations.jsonl")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="study-quickstart-") as tmp:
-        texts = [render(c) for c in convs] + [i.problem_statement for i in train]
-        model_dir = build_policy(
-            tmp, texts, PolicyConfig(hidden=args.hidden, layers=args.layers, seed=args.seed)
-        )
-        losses = warm_start(
-            model_dir,
-            convs,
-            WarmStartConfig(
-                steps=args.sft_steps, lr=args.sft_lr, batch_size=args.sft_batch, seed=args.seed
-            ),
-        )
+        if args.policy:
+            model_dir = Path(shutil.copytree(args.policy, Path(tmp) / "policy"))
+            losses: list[float] = []
+        else:
+            texts = [render(c) for c in convs] + [i.problem_statement for i in train]
+            model_dir = build_policy(
+                tmp, texts, PolicyConfig(hidden=args.hidden, layers=args.layers, seed=args.seed)
+            )
+            losses = warm_start(
+                model_dir,
+                convs,
+                WarmStartConfig(
+                    steps=args.sft_steps, lr=args.sft_lr, batch_size=args.sft_batch, seed=args.seed
+                ),
+            )
         t_sft = time.perf_counter() - t0
         worker = RankWorker(
             model_dir, TrainerConfig(lr=args.lr, temperature=1.0, seed=args.seed, micro_batch=32)
@@ -219,8 +224,8 @@ def main() -> int:
                 {"step": step, "heldout_greedy": g, "heldout_sampled": s, "train": train_reward}
             )
             print(
-                f"step {step:3d}  held-out greedy {g[0]:.3f} (seen phrasings {g[1]:.2f}, "
-                f"new {g[2]:.2f})  sampled {s[0]:.3f} ({s[1]:.2f}, {s[2]:.2f})",
+                f"step {step:3d}  held-out greedy {g[0]:.3f} (old first {g[1]:.2f}, "
+                f"new first {g[2]:.2f})  sampled {s[0]:.3f} ({s[1]:.2f}, {s[2]:.2f})",
                 flush=True,
             )
 

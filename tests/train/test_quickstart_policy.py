@@ -14,9 +14,9 @@ from megaflow.model.transformers_lm import parse_tool_calls
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render, train_tokenizer
 from megaflow.train.warm_start import (
     WarmStartConfig,
-    demonstration,
     edit_calls,
     encode_demonstration,
+    load_conversations,
     warm_start,
 )
 
@@ -26,8 +26,7 @@ SYSTEM = "Fix the setting with one edit call, then call submit."
 
 @pytest.fixture(scope="module")
 def convs() -> list[list[dict[str, object]]]:
-    demo = load_instances(FAMILY / "demo.jsonl")[:24]
-    return [demonstration(SYSTEM, i.problem_statement, i.patch) for i in demo]
+    return load_conversations(FAMILY / "demonstrations.jsonl")[:24]
 
 
 def test_gold_patch_becomes_one_edit_and_submit() -> None:
@@ -87,9 +86,9 @@ def test_warm_start_learns_the_answers(
     small = PolicyConfig(vocab_size=600, hidden=64, layers=1, heads=2, intermediate=128)
     model_dir = build_policy(tmp_path / "policy", [render(c) for c in convs], small)
     losses = warm_start(
-        model_dir, convs[:2], WarmStartConfig(steps=80, batch_size=2, lr=1e-2, warmup=5)
+        model_dir, convs[:2], WarmStartConfig(steps=150, batch_size=2, lr=1e-2, warmup=5)
     )
-    assert len(losses) == 80
+    assert len(losses) == 150
     assert losses[-1] < losses[0] / 10
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

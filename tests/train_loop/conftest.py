@@ -15,7 +15,7 @@ import yaml
 
 from megaflow.datasets.loader import load_instances
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
-from megaflow.train.warm_start import demonstration
+from megaflow.train.warm_start import load_conversations
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "tasks" / "settings-fix"
@@ -23,10 +23,7 @@ SYSTEM = "Fix the setting with one edit call, then call submit."
 
 
 def conversations() -> list[list[dict[str, Any]]]:
-    return [
-        demonstration(SYSTEM, i.problem_statement, i.patch)
-        for i in load_instances(TASKS / "demo.jsonl")
-    ]
+    return load_conversations(TASKS / "demonstrations.jsonl")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,10 @@ at the step, token or time limit (those are normal ends, graded like any
 other). A malformed answer (no tool call, an unknown tool, arguments that are
 not a JSON object) is answered with an error message and the loop goes on;
 ``max_format_errors`` of them in a row end the episode with AgentError.
+
+A task may set its own sampling temperature in its payload
+(``megaflow_sampling: {temperature: T}``); it overrides the agent's. The
+held-out rounds of ``megaflow train`` use it for ``train.eval_temperature``.
 """
 
 from __future__ import annotations
@@ -52,16 +56,19 @@ class BuiltinAgent(Agent):
         scope = asyncio.timeout(cfg.max_seconds)
         try:
             async with scope:
-                return await self._loop(messages, tools, model, traj)
+                return await self._loop(messages, tools, model, traj, self._params(task))
         except TimeoutError:
             if scope.expired():
                 return "time_limit"
             raise
 
-    def _params(self) -> dict[str, Any]:
+    def _params(self, task: TaskSpec) -> dict[str, Any]:
         params: dict[str, Any] = {}
         if self.config.temperature is not None:
             params["temperature"] = self.config.temperature
+        own = task.payload.get("megaflow_sampling")
+        if isinstance(own, dict) and isinstance(own.get("temperature"), int | float):
+            params["temperature"] = float(own["temperature"])
         if self.config.completion_tokens is not None:
             params["max_tokens"] = self.config.completion_tokens
         return params
@@ -72,6 +79,7 @@ class BuiltinAgent(Agent):
         tools: Toolbox,
         model: ModelClient,
         traj: Trajectory,
+        params: dict[str, Any],
     ) -> ExitStatus:
         cfg = self.config
         tokens = 0
@@ -79,7 +87,7 @@ class BuiltinAgent(Agent):
         for _ in range(cfg.max_steps):
             if tokens >= cfg.max_tokens:
                 return "token_limit"
-            out = await model.chat(messages, trajectory_id=traj.id, tools=TOOLS, **self._params())
+            out = await model.chat(messages, trajectory_id=traj.id, tools=TOOLS, **params)
             tokens += out.prompt_tokens + out.completion_tokens
             messages.append(_assistant(out.message))
             if not out.tool_calls:

@@ -52,6 +52,12 @@ class TrainingConfig(TrainerConfig):
         5, ge=0, description="Evaluate the held-out split every K steps (0: before and at end)."
     )
     eval_samples: int = Field(1, ge=1, le=100, description="Samples of each held-out task.")
+    eval_temperature: float | None = Field(
+        None,
+        ge=0,
+        le=2,
+        description="Sampling temperature of the held-out rounds (0: greedy); the agent's if None.",
+    )
     mode: Literal["sync", "async"] = Field(
         "sync",
         description="sync: roll out, then train. async: the next steps' rollouts keep "

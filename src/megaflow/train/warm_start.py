@@ -58,9 +58,8 @@ def edit_calls(patch: str) -> list[dict[str, Any]]:
         if old or new:
             if not old:
                 raise InvalidInput(f"{path}: a change that only adds lines is not an edit")
-            calls.append(
-                _call("edit", {"path": path, "old_str": "\n".join(old), "new_str": "\n".join(new)})
-            )
+            args = {"path": path, "old_str": "\n".join(old), "new_str": "\n".join(new)}
+            calls.append(_call("edit", args))
         old.clear()
         new.clear()
 
@@ -97,6 +96,38 @@ def demonstration(system: str, problem: str, patch: str) -> list[dict[str, Any]]
         {"role": "user", "content": problem},
         {"role": "assistant", "content": "", "tool_calls": calls},
     ]
+
+
+def load_conversations(path: str | Path) -> list[list[dict[str, Any]]]:
+    """The conversations of a JSONL file of ``{"messages": [...]}`` rows (the chat
+    format of Hugging Face SFT datasets), each ending in an assistant message.
+    Raises InvalidInput naming the file and line of the first bad row."""
+    file = Path(path)
+    try:
+        lines = file.read_text().splitlines()
+    except OSError as exc:
+        raise InvalidInput(f"{file}: cannot read the demonstrations: {exc.strerror}") from exc
+    out: list[list[dict[str, Any]]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{file}:{n}: not JSON: {exc.msg}") from exc
+        msgs = row.get("messages") if isinstance(row, dict) else None
+        if (
+            not isinstance(msgs, list)
+            or len(msgs) < 2
+            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in msgs)
+        ):
+            raise InvalidInput(f"{file}:{n}: 'messages' must be a list of at least two messages")
+        if msgs[-1]["role"] != "assistant":
+            raise InvalidInput(f"{file}:{n}: the last message must be the assistant's answer")
+        out.append(msgs)
+    if not out:
+        raise InvalidInput(f"{file}: no demonstrations")
+    return out
 
 
 def encode_demonstration(

@@ -9,14 +9,16 @@ constants kept theirs (PASS_TO_PASS). The fix is one line: an ``edit`` of
 
 Each package keeps its settings in one module (``billing/limits.py``);
 its repositories are variants with different constants and values. The
-three splits take disjoint repositories, every package in each of them:
+two splits take disjoint repositories, every package in each of them:
 
-* ``demo.jsonl``: demonstrations for the supervised warm start, mostly in
-  the three phrasings that name the current value first;
 * ``train.jsonl``: the RL prompts, every phrasing;
 * ``heldout.jsonl``: evaluation only, every phrasing; no held-out change
-  (package, constant, current value, new value) occurs in another split, so
-  each is a new combination of words the other splits use.
+  (package, constant, current value, new value) occurs in the train split
+  or the demonstrations, so each is a new combination of known words.
+
+Beside them, ``demonstrations.jsonl`` holds the supervised warm start's
+conversations: a sloppy teacher's answers to random issues
+(``build/teacher.py``), no repository needed.
 
 Everything follows from ``--seed`` (default 0). Patches come from ``git
 diff``; FAIL_TO_PASS and PASS_TO_PASS are checked by running pytest on the
@@ -41,6 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megaflow.datasets.prepare import GIT_ENV
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from teacher import demonstrations
+
 from megaflow.datasets.pytest_report import parse_pytest_report, passed
 
 SET_DIR = Path(__file__).resolve().parent.parent
@@ -65,7 +71,7 @@ CONSTANTS: dict[str, list[int]] = {
     "BUFFER_SIZE": [512, 1024, 2048, 4096, 8192],
 }
 # Phrasings of the issue. The first three name the current value first, the
-# last three the new one; the demonstrations use the last three rarely.
+# last three the new one.
 TEMPLATES = [
     "{name} in {path} is {old}, but it should be {new}.",
     "Please change {name} in {path} from {old} to {new}.",
@@ -75,12 +81,12 @@ TEMPLATES = [
     "We need {name} = {new} in {path} instead of {old}.",
 ]
 OLD_FIRST = 3
-DEMO_NEW_FIRST = 0.1  # share of demonstrations phrased new value first
+DEMONSTRATIONS = 4000  # rows of demonstrations.jsonl
 CONSTANTS_PER_REPO = 4
 # Instances per constant of a repository, by split (None: every other value).
-INSTANCES_PER_CONSTANT = {"demo": 2, "train": 2, "heldout": 1}
+INSTANCES_PER_CONSTANT = {"train": 2, "heldout": 1}
 # Repositories of each package, by split (variants of the package's settings).
-VARIANTS = {"demo": 5, "train": 2, "heldout": 1}
+VARIANTS = {"train": 2, "heldout": 1}
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ class Change:
 
 
 def splits(seed: int) -> dict[str, list[Change]]:
-    """The three splits: disjoint repositories; every package in each split, each time
+    """The two splits: disjoint repositories; every package in each split, each time
     with other settings; no held-out change (package, constant, old, new) elsewhere."""
     rng = random.Random(seed)
     modules = {pkg: MODULES[i % len(MODULES)] for i, pkg in enumerate(PACKAGES)}
@@ -174,10 +180,7 @@ def splits(seed: int) -> dict[str, list[Change]]:
                     ):
                         k += 1
                         seen.add((pkg, name, values[name], new))
-                        rare = split == "demo" and rng.random() >= DEMO_NEW_FIRST
-                        template = (
-                            rng.randrange(OLD_FIRST) if rare else rng.randrange(len(TEMPLATES))
-                        )
+                        template = rng.randrange(len(TEMPLATES))
                         changes.append(Change(repo, name, new, template, k))
         out[split] = changes
     return out
@@ -270,10 +273,20 @@ def build_repo(
 
 
 def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
-    """Write repos/ and the three split files under ``out_dir``; return their sizes."""
+    """Write repos/, the split files and the demonstrations under ``out_dir``;
+    return their sizes."""
     shutil.rmtree(out_dir / "repos", ignore_errors=True)
     sizes: dict[str, int] = {}
-    for split, changes in splits(seed).items():
+    planned = splits(seed)
+    held = {(ch.repo.package, ch.name, ch.old, ch.new) for ch in planned["heldout"]}
+    demos = demonstrations(
+        seed, DEMONSTRATIONS, constants=CONSTANTS, templates=TEMPLATES, avoid=held,
+        packages={pkg: MODULES[i % len(MODULES)] for i, pkg in enumerate(PACKAGES)},
+    )  # fmt: skip
+    lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in demos)
+    (out_dir / "demonstrations.jsonl").write_text(lines)
+    sizes["demonstrations"] = len(demos)
+    for split, changes in planned.items():
         by_repo: dict[str, list[Change]] = {}
         for ch in changes:
             by_repo.setdefault(ch.repo.name, []).append(ch)
@@ -288,7 +301,7 @@ def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    names = ["demo.jsonl", "train.jsonl", "heldout.jsonl"]
+    names = ["demonstrations.jsonl", "train.jsonl", "heldout.jsonl"]
     files = {n: (root / n).read_bytes() for n in names if (root / n).exists()}
     for p in sorted((root / "repos").rglob("*")):
         if p.is_file():
@@ -310,7 +323,7 @@ def main() -> int:
                 return 1
         return 0
     sizes = generate(SET_DIR, args.seed, verify=not args.no_verify)
-    print(", ".join(f"{k}: {v} instances" for k, v in sizes.items()))
+    print(", ".join(f"{k}: {v} rows" for k, v in sizes.items()))
     return 0
 
 

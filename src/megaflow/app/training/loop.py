@@ -217,8 +217,9 @@ class TrainLoop:
     async def _evaluate(self, rollouts: Rollouts, step: int) -> None:
         name = round_name(self.incarnation, step, held_out=True)
         await rollouts.submit(
-            name, self.splits.held_out, self.tc.eval_samples, TaskType.EVAL, priority=1
-        )
+            name, self.splits.held_out, self.tc.eval_samples, TaskType.EVAL, priority=1,
+            temperature=self.tc.eval_temperature,
+        )  # fmt: skip
         # The weights change only in a training step, so the round sees one version.
         rewards, lost = await rollouts.scores(name)
         point = EvalPoint(

@@ -69,17 +69,23 @@ class Rollouts:
         samples: int,
         task_type: TaskType,
         priority: int = 0,
+        temperature: float | None = None,
     ) -> None:
         """Queue round ``name``: ``samples`` tasks of each instance. Held-out rounds
-        take ``priority`` 1, so they run before queued rollouts of later steps."""
+        take ``priority`` 1, so they run before queued rollouts of later steps;
+        ``temperature`` overrides the agent's sampling for these tasks."""
         cfg, run = self.job.cfg, self.job.run_id
         specs = to_task_specs(
             instances, run, samples, task_type, priority=cfg.priority + priority,
             max_attempts=cfg.max_attempts, timeouts=Timeouts(deadline_s=cfg.deadline_s),
         )  # fmt: skip
+        own = {} if temperature is None else {"megaflow_sampling": {"temperature": temperature}}
         specs = [
             s.model_copy(
-                update={"id": sample_id(run, f"{name}.{s.payload['instance_id']}", s.sample)}
+                update={
+                    "id": sample_id(run, f"{name}.{s.payload['instance_id']}", s.sample),
+                    "payload": {**s.payload, **own},
+                }
             )
             for s in specs
         ]

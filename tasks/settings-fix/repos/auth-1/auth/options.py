@@ -1,6 +1,6 @@
 """Settings of the auth service."""
 
-BUFFER_SIZE = 8192
-CACHE_TTL = 3600
-MAX_DEPTH = 8
-BATCH_SIZE = 16
+TIMEOUT = 120
+PORT = 8080
+MAX_USERS = 50
+RETRIES = 6

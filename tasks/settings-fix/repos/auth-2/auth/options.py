@@ -1,6 +1,6 @@
 """Settings of the auth service."""
 
-BUFFER_SIZE = 512
+RETRIES = 3
+PORT = 8080
+BATCH_SIZE = 32
 CACHE_TTL = 3600
-PAGE_SIZE = 50
-MAX_DEPTH = 5

@@ -1,6 +1,6 @@
 """Settings of the auth service."""
 
-PAGE_SIZE = 10
-MAX_USERS = 50
-BATCH_SIZE = 64
-TIMEOUT = 10
+PAGE_SIZE = 20
+CACHE_TTL = 600
+BATCH_SIZE = 16
+PORT = 9090

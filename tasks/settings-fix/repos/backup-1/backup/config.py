@@ -1,6 +1,6 @@
 """Settings of the backup service."""
 
-BUFFER_SIZE = 512
-BATCH_SIZE = 64
-MAX_USERS = 50
-MAX_DEPTH = 10
+BATCH_SIZE = 16
+RETRIES = 5
+BUFFER_SIZE = 2048
+CACHE_TTL = 300

@@ -1,6 +1,6 @@
 """Settings of the backup service."""
 
-BATCH_SIZE = 32
-PORT = 8443
-PAGE_SIZE = 25
-MAX_DEPTH = 5
+RETRIES = 8
+PORT = 8000
+MAX_DEPTH = 10
+TIMEOUT = 10

@@ -1,6 +1,6 @@
 """Settings of the backup service."""
 
-MAX_DEPTH = 10
-PAGE_SIZE = 20
-RETRIES = 3
-TIMEOUT = 30
+PORT = 8443
+BATCH_SIZE = 128
+WORKERS = 2
+PAGE_SIZE = 25

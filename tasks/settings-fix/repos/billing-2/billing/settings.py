@@ -1,6 +1,6 @@
 """Settings of the billing service."""
 
-RETRIES = 1
-WORKERS = 4
-MAX_DEPTH = 3
-TIMEOUT = 30
+BATCH_SIZE = 16
+TIMEOUT = 60
+BUFFER_SIZE = 1024
+RETRIES = 8

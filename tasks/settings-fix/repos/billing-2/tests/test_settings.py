@@ -1,17 +1,17 @@
 from billing import settings
 
 
-def test_retries_is_positive():
-    assert settings.RETRIES > 0
-
-
-def test_workers_is_positive():
-    assert settings.WORKERS > 0
-
-
-def test_max_depth_is_positive():
-    assert settings.MAX_DEPTH > 0
+def test_batch_size_is_positive():
+    assert settings.BATCH_SIZE > 0
 
 
 def test_timeout_is_positive():
     assert settings.TIMEOUT > 0
+
+
+def test_buffer_size_is_positive():
+    assert settings.BUFFER_SIZE > 0
+
+
+def test_retries_is_positive():
+    assert settings.RETRIES > 0

@@ -1,6 +1,6 @@
 """Settings of the chat service."""
 
-PAGE_SIZE = 10
-MAX_USERS = 1000
-PORT = 9000
-BATCH_SIZE = 128
+TIMEOUT = 45
+RETRIES = 3
+BATCH_SIZE = 64
+WORKERS = 8

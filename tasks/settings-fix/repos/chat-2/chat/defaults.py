@@ -1,6 +1,6 @@
 """Settings of the chat service."""
 
-MAX_USERS = 50
-PAGE_SIZE = 100
-WORKERS = 1
-PORT = 8000
+CACHE_TTL = 3600
+BATCH_SIZE = 32
+TIMEOUT = 90
+MAX_USERS = 100

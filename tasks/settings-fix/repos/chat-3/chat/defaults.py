@@ -1,6 +1,6 @@
 """Settings of the chat service."""
 
-CACHE_TTL = 60
-TIMEOUT = 45
-WORKERS = 16
-PAGE_SIZE = 10
+BUFFER_SIZE = 512
+RETRIES = 8
+MAX_DEPTH = 10
+CACHE_TTL = 900

@@ -1,6 +1,6 @@
 """Settings of the gateway service."""
 
-MAX_USERS = 10
-PORT = 8000
-TIMEOUT = 60
-RETRIES = 2
+BUFFER_SIZE = 2048
+MAX_DEPTH = 4
+WORKERS = 8
+PAGE_SIZE = 20

@@ -1,6 +1,6 @@
 """Settings of the gateway service."""
 
-BUFFER_SIZE = 512
-BATCH_SIZE = 256
-MAX_USERS = 50
-CACHE_TTL = 300
+MAX_DEPTH = 4
+TIMEOUT = 90
+WORKERS = 4
+BATCH_SIZE = 64

@@ -1,6 +1,6 @@
 """Settings of the gateway service."""
 
-PAGE_SIZE = 50
+PAGE_SIZE = 20
+TIMEOUT = 30
 MAX_DEPTH = 4
-WORKERS = 16
-RETRIES = 2
+BUFFER_SIZE = 4096

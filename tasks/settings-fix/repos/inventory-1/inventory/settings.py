@@ -1,6 +1,6 @@
 """Settings of the inventory service."""
 
-BATCH_SIZE = 128
-RETRIES = 1
-PAGE_SIZE = 50
-CACHE_TTL = 300
+MAX_DEPTH = 3
+BATCH_SIZE = 64
+CACHE_TTL = 3600
+PORT = 8443

@@ -1,6 +1,6 @@
 """Settings of the inventory service."""
 
-CACHE_TTL = 300
-MAX_DEPTH = 3
-PAGE_SIZE = 20
+BATCH_SIZE = 128
 MAX_USERS = 100
+WORKERS = 2
+PORT = 8080

@@ -1,6 +1,6 @@
 """Settings of the inventory service."""
 
-WORKERS = 16
-CACHE_TTL = 60
-RETRIES = 5
-BATCH_SIZE = 256
+PORT = 8080
+MAX_USERS = 1000
+WORKERS = 8
+PAGE_SIZE = 25

@@ -1,6 +1,6 @@
 """Settings of the mailer service."""
 
-MAX_DEPTH = 8
-TIMEOUT = 30
-RETRIES = 1
-WORKERS = 16
+BUFFER_SIZE = 512
+PAGE_SIZE = 25
+RETRIES = 4
+MAX_USERS = 100

@@ -1,17 +1,17 @@
 from mailer import config
 
 
-def test_max_depth_is_positive():
-    assert config.MAX_DEPTH > 0
+def test_buffer_size_is_positive():
+    assert config.BUFFER_SIZE > 0
 
 
-def test_timeout_is_positive():
-    assert config.TIMEOUT > 0
+def test_page_size_is_positive():
+    assert config.PAGE_SIZE > 0
 
 
 def test_retries_is_positive():
     assert config.RETRIES > 0
 
 
-def test_workers_is_positive():
-    assert config.WORKERS > 0
+def test_max_users_is_positive():
+    assert config.MAX_USERS > 0

@@ -1,6 +1,6 @@
 """Settings of the mailer service."""
 
-CACHE_TTL = 3600
-BUFFER_SIZE = 4096
-RETRIES = 6
-TIMEOUT = 90
+TIMEOUT = 20
+PAGE_SIZE = 25
+BUFFER_SIZE = 512
+PORT = 8000

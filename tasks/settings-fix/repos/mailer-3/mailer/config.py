@@ -1,6 +1,6 @@
 """Settings of the mailer service."""
 
-PORT = 8000
-BATCH_SIZE = 256
-PAGE_SIZE = 10
-TIMEOUT = 30
+BUFFER_SIZE = 2048
+BATCH_SIZE = 16
+TIMEOUT = 60
+MAX_DEPTH = 10

@@ -1,6 +1,6 @@
 """Settings of the metrics service."""
 
-MAX_USERS = 500
-BATCH_SIZE = 16
-RETRIES = 2
-WORKERS = 4
+CACHE_TTL = 600
+MAX_DEPTH = 2
+MAX_USERS = 10
+PAGE_SIZE = 50

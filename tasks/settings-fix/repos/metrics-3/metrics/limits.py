@@ -1,6 +1,6 @@
 """Settings of the metrics service."""
 
-PAGE_SIZE = 25
-MAX_USERS = 500
+WORKERS = 2
 CACHE_TTL = 900
-WORKERS = 1
+RETRIES = 4
+MAX_DEPTH = 3

@@ -1,6 +1,6 @@
 """Settings of the reports service."""
 
-MAX_DEPTH = 5
-BUFFER_SIZE = 1024
-MAX_USERS = 10
-CACHE_TTL = 3600
+PAGE_SIZE = 25
+MAX_DEPTH = 2
+TIMEOUT = 90
+BATCH_SIZE = 32

@@ -1,17 +1,17 @@
 from reports import params
 
 
+def test_page_size_is_positive():
+    assert params.PAGE_SIZE > 0
+
+
 def test_max_depth_is_positive():
     assert params.MAX_DEPTH > 0
 
 
-def test_buffer_size_is_positive():
-    assert params.BUFFER_SIZE > 0
+def test_timeout_is_positive():
+    assert params.TIMEOUT > 0
 
 
-def test_max_users_is_positive():
-    assert params.MAX_USERS > 0
-
-
-def test_cache_ttl_is_positive():
-    assert params.CACHE_TTL > 0
+def test_batch_size_is_positive():
+    assert params.BATCH_SIZE > 0

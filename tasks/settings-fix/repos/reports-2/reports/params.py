@@ -1,6 +1,6 @@
 """Settings of the reports service."""
 
-CACHE_TTL = 60
-PORT = 9090
-MAX_USERS = 50
-PAGE_SIZE = 10
+MAX_DEPTH = 3
+PORT = 8443
+BUFFER_SIZE = 8192
+CACHE_TTL = 300

@@ -1,6 +1,6 @@
 """Settings of the reports service."""
 
-RETRIES = 2
-BUFFER_SIZE = 512
-TIMEOUT = 120
+PAGE_SIZE = 20
 BATCH_SIZE = 32
+MAX_DEPTH = 5
+PORT = 8000

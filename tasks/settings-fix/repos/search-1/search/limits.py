@@ -1,6 +1,6 @@
 """Settings of the search service."""
 
-BUFFER_SIZE = 512
-MAX_USERS = 1000
-TIMEOUT = 30
-PAGE_SIZE = 100
+MAX_DEPTH = 8
+PAGE_SIZE = 20
+BUFFER_SIZE = 1024
+RETRIES = 8

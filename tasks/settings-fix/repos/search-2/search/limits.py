@@ -1,6 +1,6 @@
 """Settings of the search service."""
 
-RETRIES = 8
-BUFFER_SIZE = 512
-TIMEOUT = 10
-MAX_USERS = 50
+PORT = 8080
+MAX_USERS = 100
+BATCH_SIZE = 64
+BUFFER_SIZE = 2048

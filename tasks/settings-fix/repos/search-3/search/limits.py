@@ -1,6 +1,6 @@
 """Settings of the search service."""
 
-PAGE_SIZE = 50
-PORT = 9000
-TIMEOUT = 90
-RETRIES = 2
+TIMEOUT = 45
+MAX_USERS = 1000
+BUFFER_SIZE = 4096
+RETRIES = 1

@@ -1,6 +1,6 @@
 """Settings of the sync service."""
 
-CACHE_TTL = 900
+MAX_DEPTH = 4
+BUFFER_SIZE = 512
+PORT = 8000
 BATCH_SIZE = 256
-RETRIES = 8
-PAGE_SIZE = 100

@@ -1,6 +1,6 @@
 """Settings of the sync service."""
 
-PORT = 8000
-BUFFER_SIZE = 512
-TIMEOUT = 45
-MAX_DEPTH = 3
+BATCH_SIZE = 32
+MAX_DEPTH = 5
+CACHE_TTL = 900
+WORKERS = 4

@@ -1,6 +1,6 @@
 """Settings of the sync service."""
 
-TIMEOUT = 10
-MAX_USERS = 10
+RETRIES = 6
+MAX_USERS = 100
+TIMEOUT = 20
 WORKERS = 16
-BUFFER_SIZE = 512

@@ -1,8 +1,8 @@
 from upload import defaults
 
 
-def test_port_is_positive():
-    assert defaults.PORT > 0
+def test_max_depth_is_positive():
+    assert defaults.MAX_DEPTH > 0
 
 
 def test_timeout_is_positive():
@@ -13,5 +13,5 @@ def test_max_users_is_positive():
     assert defaults.MAX_USERS > 0
 
 
-def test_retries_is_positive():
-    assert defaults.RETRIES > 0
+def test_workers_is_positive():
+    assert defaults.WORKERS > 0

@@ -1,6 +1,6 @@
 """Settings of the upload service."""
 
-PORT = 8080
-TIMEOUT = 120
-MAX_USERS = 50
-RETRIES = 6
+MAX_DEPTH = 2
+TIMEOUT = 60
+MAX_USERS = 500
+WORKERS = 4

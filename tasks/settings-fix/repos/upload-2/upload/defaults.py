@@ -1,6 +1,6 @@
 """Settings of the upload service."""
 
-PORT = 9090
+BUFFER_SIZE = 2048
 RETRIES = 2
-WORKERS = 1
-MAX_USERS = 10
+MAX_DEPTH = 8
+BATCH_SIZE = 16

@@ -1,6 +1,6 @@
 """Settings of the upload service."""
 
-TIMEOUT = 45
-WORKERS = 8
+RETRIES = 4
 PORT = 8443
-MAX_USERS = 500
+TIMEOUT = 90
+BATCH_SIZE = 64
