@@ -175,3 +175,14 @@ async def test_task_without_instructions_is_an_agent_error(dummy_runtime: Runtim
     async with client([BASH]) as model, await dummy_runtime.create(EnvironmentSpec()) as sb:
         with pytest.raises(AgentError, match="no 'problem_statement'"):
             await BuiltinAgent().run(empty, sb, model)
+
+
+def test_a_task_may_set_its_own_temperature() -> None:
+    agent = BuiltinAgent(BuiltinAgentConfig(temperature=1.0, completion_tokens=32))
+    own = TASK.model_copy(
+        update={"payload": {**TASK.payload, "megaflow_sampling": {"temperature": 0}}}
+    )
+    assert agent._params(TASK) == {"temperature": 1.0, "max_tokens": 32}
+    assert agent._params(own) == {"temperature": 0.0, "max_tokens": 32}
+    bad = TASK.model_copy(update={"payload": {**TASK.payload, "megaflow_sampling": "greedy"}})
+    assert agent._params(bad) == {"temperature": 1.0, "max_tokens": 32}
