@@ -16,8 +16,8 @@
   rollouts wait on sandboxes, not on the CPU.
 
 * **The peer, TRL's GRPOTrainer** (:mod:`trl_peer`): the quickstart's
-  warm-started policy (``.megaflow/models/settings-fix`` if ``make train``
-  built it, else built and warm-started here), the same settings-fix prompts,
+  warm-started policy (built once and kept, :mod:`peer_policy`, or
+  ``--policy``), the same settings-fix prompts,
   number and size of updates and in-process reward on both sides, TRL and
   MegaFlow's ``RankWorker`` in turn; update tokens/s, step times and the
   reward reached, MegaFlow / TRL per run.
@@ -42,6 +42,7 @@ from tests.train_loop.conftest import TASKS, train_config
 
 from ab import cpu_s, interleave, ratios, spread
 from megaflow.app.training.loop import TrainLoop
+from megaflow.app.training.quickstart import SFT_STEPS
 from megaflow.config import parse_config
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.config import TransformersModelConfig
@@ -49,11 +50,8 @@ from megaflow.model.factory import make_model_client
 from megaflow.train.config import TrainerConfig
 from megaflow.train.quickstart_model import PolicyConfig, build_policy
 from megaflow.train.samples import TrainingSample
-from megaflow.train.warm_start import WarmStartConfig
 from report import report
-from trl_peer import PeerSettings, measure, peer_rows
-
-QUICKSTART_POLICY = Path(__file__).resolve().parents[1] / ".megaflow" / "models" / "settings-fix"
+from trl_peer import measure, peer_rows, quickstart_settings
 
 
 def synthetic_groups(
@@ -146,14 +144,6 @@ def loop_wall(tmp: Path, policy: Path, mode: str, steps: int, sleep_s: float) ->
         SandboxPool.acquire = real_acquire  # type: ignore[method-assign]
 
 
-def shown_path(path: Path) -> str:
-    """``path`` relative to the checkout when it is inside it."""
-    try:
-        return str(path.resolve().relative_to(QUICKSTART_POLICY.parents[2]))
-    except ValueError:
-        return str(path)
-
-
 def trl_version() -> str:
     from importlib.metadata import version
 
@@ -168,19 +158,21 @@ def main() -> None:
     ap.add_argument(
         "--policy",
         type=Path,
-        default=QUICKSTART_POLICY,
-        help="The peer's warm-started policy; built here when the directory does not exist.",
+        help="A warm-started policy for the TRL peer (e.g. .megaflow/models/settings-fix); "
+        "default: one built here once and kept under .megaflow/bench.",
     )
     ap.add_argument(
         "--sft-steps",
         type=int,
-        default=WarmStartConfig().steps,
+        default=SFT_STEPS,
         help="Warm-start steps when the peer's policy is built here (--quick: 20).",
     )
     args = ap.parse_args()
+    if args.policy is not None and not (args.policy / "config.json").is_file():
+        ap.error(f"--policy {args.policy}: no config.json there; give a model directory")
     reps = 1 if args.quick else args.reps
     steps = 2 if args.quick else 4
-    peer = PeerSettings(steps=steps)
+    peer = quickstart_settings(steps)
     load0 = os.getloadavg()[0]
     from megaflow.datasets.loader import load_instances
 
@@ -218,7 +210,6 @@ def main() -> None:
             spread(ratios(sync, asyn), "{:.2f}x".format),
         ])  # fmt: skip
     rows += peer_rows(res, peer)
-    source = f"built here, {sft} warm-start steps" if res.built else shown_path(args.policy)
     notes = (
         f"Trainer: the quickstart policy's shape ({tf['params'] / 1e6:.2f} M parameters, random "
         "weights), 8 groups x 4 samples of 200 prompt + 64 generated tokens per step, one rank "
@@ -229,7 +220,7 @@ def main() -> None:
         "Ratio: sync wall time / async wall time, per repetition. "
         f"Peer: A is MegaFlow's RankWorker, B TRL {trl_version()}'s GRPOTrainer, in this "
         f"process on CPU with one torch thread, {reps} run(s) of each in turn, each from the "
-        f"same warm-started policy ({source}), on the same settings-fix train prompts in the "
+        f"same warm-started policy ({res.policy}), on the same settings-fix train prompts in the "
         f"same order, {peer.prompts} prompts x {peer.group} samples per update, lr {peer.lr:g}, "
         f"temperature {peer.temperature:g}, at most {peer.max_new} completion tokens, no KL, "
         "token-level loss (TRL 'dapo'), one update per batch, the reward the study's "

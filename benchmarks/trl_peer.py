@@ -1,9 +1,7 @@
 """bench_train's peer: TRL's ``GRPOTrainer`` against MegaFlow's trainer, same work.
 
-Both sides start from the same warm-started quickstart policy (built here
-with :func:`megaflow.train.quickstart_model.build_policy` and
-:func:`megaflow.train.warm_start.warm_start` on the settings-fix demo
-split), take the same settings-fix train prompts in the same order (the
+Both sides start from the same warm-started quickstart policy
+(:mod:`peer_policy`), take the same settings-fix train prompts in the same order (the
 builtin agent's conversation: system prompt and problem statement, rendered
 by the policy's chat template), the same number of GRPO updates of the same
 size (prompts x group), the same learning rate, sampling temperature and
@@ -42,23 +40,39 @@ from ab import cpu_s, ratios, spread
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
 from megaflow.train.config import TrainerConfig
-from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.samples import TrainingSample
-from megaflow.train.warm_start import WarmStartConfig, demonstration, warm_start
-from study_train_quickstart import SYSTEM, TASKS, Sampler, evaluate, study_reward
+from peer_policy import cached_policy, heldout_reward, policy_reward, shown
+from study_train_quickstart import ROOT, SYSTEM, TASKS, Sampler, study_reward
+
+QUICKSTART = ROOT / "examples" / "train-quickstart.yaml"
 
 
 @dataclass(frozen=True)
 class PeerSettings:
-    """One GRPO run's shape, as ``examples/train-quickstart.yaml`` sets it."""
+    """One GRPO run's shape; :func:`quickstart_settings` reads it from the quickstart."""
 
     steps: int = 4
     prompts: int = 8  # groups per update (train.prompts_per_step)
     group: int = 4  # samples per prompt (samples)
-    lr: float = 1e-3
+    lr: float = 5e-4
     temperature: float = 1.0
     max_new: int = 96  # agent.completion_tokens
     seed: int = 0
+
+
+def quickstart_settings(steps: int, config: Path = QUICKSTART) -> PeerSettings:
+    """``steps`` updates shaped as the train quickstart's config shapes its own."""
+    import yaml
+
+    from megaflow.config import parse_config
+
+    cfg = parse_config(yaml.safe_load(config.read_text()))
+    if cfg.agent.system_prompt != SYSTEM or cfg.train is None:
+        raise ValueError(f"{config}: not the quickstart the study's prompts and verifier are for")
+    return PeerSettings(
+        steps=steps, prompts=cfg.train.prompts_per_step, group=cfg.samples, lr=cfg.train.lr,
+        temperature=cfg.train.temperature, max_new=cfg.agent.completion_tokens,
+    )  # fmt: skip
 
 
 @dataclass
@@ -88,16 +102,6 @@ class Side:
         return statistics.median(g + u for g, u in zip(self.gen_s, self.update_s, strict=True))
 
 
-def prepare_policy(out: Path, sft_steps: int, seed: int = 0) -> tuple[Path, list[float]]:
-    """The quickstart's policy, built and warm-started into ``out``; the warm start's losses."""
-    demo = load_instances(TASKS / "demo.jsonl")
-    train = load_instances(TASKS / "train.jsonl")
-    convs = [demonstration(SYSTEM, i.problem_statement, i.patch) for i in demo]
-    texts = [render(c) for c in convs] + [i.problem_statement for i in train]
-    model_dir = build_policy(out, texts, PolicyConfig(seed=seed))
-    return model_dir, warm_start(model_dir, convs, WarmStartConfig(steps=sft_steps, seed=seed))
-
-
 def prompt_plan(settings: PeerSettings) -> list[SWEInstance]:
     """The train instances of every update, in order (``prompts`` per step)."""
     import random
@@ -115,20 +119,6 @@ def conversation(inst: SWEInstance) -> list[dict[str, str]]:
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": inst.problem_statement},
     ]
-
-
-def heldout_reward(model: Any, tok: Any, max_new: int) -> float:
-    """Mean greedy reward over the held-out split (the study's evaluation)."""
-    model.eval()
-    return evaluate(Sampler(model, tok, max_new), load_instances(TASKS / "heldout.jsonl"), 0.0)[0]
-
-
-def policy_reward(policy: Path, max_new: int) -> float:
-    """The held-out reward of the policy as it starts, before either side trains it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(policy)
-    return heldout_reward(model, AutoTokenizer.from_pretrained(policy), max_new)
 
 
 def run_megaflow(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings) -> Side:
@@ -245,21 +235,28 @@ class PeerResult:
     trl: list[Side]
     megaflow: list[Side]
     before: float  # the start policy's held-out reward
-    built: bool  # the policy was built and warm-started by this run
+    policy: str  # where the policy came from
 
 
-def measure(reps: int, policy: Path, sft_steps: int, work: Path, s: PeerSettings) -> PeerResult:
-    """``reps`` runs of each side, TRL then MegaFlow in turn, from ``policy`` (built and
-    warm-started under ``work`` with ``sft_steps`` when it has no model). One torch
+def measure(
+    reps: int, policy: Path | None, sft_steps: int, work: Path, s: PeerSettings
+) -> PeerResult:
+    """``reps`` runs of each side, TRL then MegaFlow in turn, from ``policy`` (None: the
+    cached policy for ``sft_steps`` warm-start steps, built first if missing). One torch
     thread throughout: on a shared 2-core machine two threads run far slower."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        built = not (policy / "config.json").is_file()
-        if built:
-            policy, _ = prepare_policy(work / "policy", sft_steps, s.seed)
+        if policy is None:
+            policy, built = cached_policy(sft_steps, s.seed)
+            source = (
+                f"built {'by this run' if built else 'by an earlier run'} with {sft_steps} "
+                f"warm-start steps, kept in {shown(policy)}"
+            )
+        else:
+            source = shown(policy)
         before = policy_reward(policy, s.max_new)
         plan = prompt_plan(s)
         trl: list[Side] = []
@@ -269,7 +266,7 @@ def measure(reps: int, policy: Path, sft_steps: int, work: Path, s: PeerSettings
             mf.append(run_megaflow(policy, plan, s))
     finally:
         torch.set_num_threads(threads)
-    return PeerResult(trl, mf, before, built)
+    return PeerResult(trl, mf, before, source)
 
 
 def peer_rows(res: PeerResult, s: PeerSettings) -> list[list[str]]:
