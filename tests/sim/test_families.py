@@ -36,3 +36,17 @@ def test_run_sigma_scales_each_run_and_leaves_the_rest_of_the_trace_alone() -> N
 def test_training_and_evaluation_families_are_apart() -> None:
     assert not set(TRAIN_FAMILIES) & set(EVAL_FAMILIES)
     assert all(FAMILIES[n].run_sigma[0] < FAMILIES[n].run_sigma[1] for n in TRAIN_FAMILIES)
+
+
+def test_expected_durations_are_each_runs_mean_length() -> None:
+    fam = dataclasses.replace(family("mix-poisson"), run_sigma=(0.6, 0.6))
+    trace = fam.trace(7, 100_000)
+    expected = fam.expected_durations(7, trace)
+    by_run: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for t, e in zip(trace, expected, strict=True):
+        by_run[t.run].append((t.duration_s, e))
+    assert len({round(e, 9) for _, e in by_run["train-0"]}) == 1  # one value per run
+    assert len({round(pairs[0][1]) for pairs in by_run.values()}) == len(by_run)  # runs differ
+    for run, pairs in by_run.items():  # a run's realised mean is near its expectation
+        realised, want = statistics.fmean(d for d, _ in pairs), pairs[0][1]
+        assert realised == pytest.approx(want, rel=0.08), run  # 3 standard errors or more

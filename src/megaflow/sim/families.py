@@ -115,6 +115,15 @@ class Family:
             out.update({f"{name}-{r}": f[r] / mean for r in range(runs)})
         return out
 
+    def expected_durations(self, seed: int, trace: list[TraceTask]) -> list[float]:
+        """Each row's expected run time given what can be known before it runs: its
+        type's log-normal mean times its run's length factor (``trace`` drawn from
+        ``seed``; the cap at ``MAX_DURATION_S`` is left out). The best estimate any
+        scheduler can have of a task, however well it learns its runs."""
+        scale = self._run_scales(seed)
+        mean = {k: p.median_s * math.exp(p.sigma**2 / 2) for k, p in self.profiles.items()}
+        return [mean[t.type] * scale.get(t.run, 1.0) for t in trace]
+
     def episode(self, seed: int, tasks: int | None = None) -> Episode:
         return Episode(self.config(), fleet(self.instances, self.template), self.trace(seed, tasks))
 
