@@ -12,7 +12,9 @@ from pathlib import Path
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from megaflow.cli.common import EXIT_BAD_INPUT, console, err_console
 from megaflow.config import load_config
@@ -43,7 +45,7 @@ def _is_cluster(file: Path) -> bool:
 def _validate_cluster(file: Path) -> str:
     cfg = load_cluster_config(file)
     services = ", ".join(f"{s} :{cfg.endpoint(s).port}" for s in SERVABLE)
-    return f"[green]ok[/] {file}: cluster config ({services}), state in {cfg.state_dir}"
+    return escape(f"{file}: cluster config ({services}), state in {cfg.state_dir}")
 
 
 @app.command("validate")
@@ -51,20 +53,21 @@ def validate(file: Path = typer.Argument(..., help="A run or cluster config (YAM
     """Validate FILE: print each error's field path and reason, exit 2 if any."""
     try:
         if _is_cluster(file):
-            console.print(_validate_cluster(file), highlight=False)
+            console.print(f"[green]ok[/] {_validate_cluster(file)}", highlight=False)
             return
         cfg = load_config(file)
     except ConfigError as exc:
-        table = Table(title=f"{file}: invalid config", show_lines=False)
+        table = Table(title=Text(f"{file}: invalid config"), show_lines=False)
         table.add_column("field", style="bold")
         table.add_column("problem")
-        for path, reason in exc.errors:
-            table.add_row(path, reason)
+        for path, reason in exc.errors:  # plain text: a pattern's brackets are no markup
+            table.add_row(Text(path), Text(reason))
         err_console.print(table)
-        err_console.print(str(exc).splitlines()[0], highlight=False)
+        err_console.print(str(exc).splitlines()[0], highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    console.print(
-        f"[green]ok[/] {file}: run {cfg.name!r}, tasks from {cfg.tasks.type}, "
+    about = (
+        f"{file}: run {cfg.name!r}, tasks from {cfg.tasks.type}, "
         f"agent {cfg.agent.type}, model {cfg.model.type}, "
         f"runtime {cfg.environment.runtime.type}, policy {cfg.scheduler.policy.type}"
     )
+    console.print(f"[green]ok[/] {escape(about)}", highlight=False)
