@@ -28,3 +28,17 @@ async def test_drop_oldest_never_blocks_and_counts_losses() -> None:
     assert sub.dropped == 7
     got = [await sub.get(1) for _ in range(3)]
     assert [e.instance for e in got] == ["i7", "i8", "i9"]  # type: ignore[union-attr]
+
+
+async def test_listens_follows_the_subscriptions() -> None:
+    bus = MemoryEventBus()
+    assert not bus.listens("capacity_freed")
+    some = await bus.subscribe(["capacity_freed"])
+    assert bus.listens("capacity_freed")
+    assert not bus.listens("task_finished")
+    every = await bus.subscribe()
+    assert bus.listens("task_finished")
+    await every.close()
+    assert not bus.listens("task_finished")
+    await some.close()
+    assert not bus.listens("capacity_freed")

@@ -53,6 +53,18 @@ _FINAL = {
 }
 
 
+_FINISHED_KIND: str = TaskFinished.model_fields["kind"].default
+
+
+def _finished(
+    ts: float, run_id: str, task_id: str, state: TaskState, success: bool, reward: float
+) -> TaskFinished:
+    return trusted(
+        TaskFinished, ts=ts, run_id=run_id, task_id=task_id, state=state, success=success,
+        reward=reward,
+    )  # fmt: skip
+
+
 def backoff(retry: RetryConfig, rng: random.Random, failures: int) -> float:
     """Exponential backoff with jitter before retry number ``failures``."""
     delay = min(retry.max_s, retry.base_s * 2.0 ** (failures - 1))
@@ -86,16 +98,10 @@ class Outcomes:
     def finish(self, spec: TaskSpec, dst: TaskState, result: TaskResult) -> None:
         self.writer.result(result)
         self.book.set_state(spec.id, dst, result.error)
-        ev = trusted(
-            TaskFinished,
-            ts=time.time(),
-            run_id=spec.run_id,
-            task_id=spec.id,
-            state=dst,
-            success=result.success,
-            reward=result.reward,
-        )
-        self.writer.event(ev)
+        self.writer.announce(
+            _FINISHED_KIND, _finished, time.time(), spec.run_id, spec.id, dst,
+            result.success, result.reward,
+        )  # fmt: skip
 
     def conclude(
         self,

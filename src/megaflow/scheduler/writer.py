@@ -8,13 +8,18 @@ transitions of the same flush, so a crash never leaves a task terminal
 without its result; a task whose terminal transition was not flushed is
 simply in flight after a crash and is recovered (retried) on resume. Events
 queued with :meth:`StateWriter.event` are published after the flush that
-persisted the change they announce.
+persisted the change they announce; one queued with :meth:`StateWriter.announce`
+is built only then, and only if the bus has a subscriber for its kind (most
+runs have none for the per-task events, and building one cost more than any
+other record of a no-op task).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from megaflow.core.errors import MegaFlowError
 from megaflow.core.events import Event
@@ -28,7 +33,8 @@ class StateWriter:
     def __init__(self, store: MetadataStore, bus: EventBus | None = None) -> None:
         self.store = store
         self.bus = bus
-        self._events: list[Event] = []
+        self._events: list[tuple[str, Callable[..., Event] | None, Any]] = []
+        """(kind, build, its arguments), or (kind, None, the event) for one built already."""
         self._transitions: list[Transition] = []
         self._attempts: list[Attempt] = []
         self._results: list[TaskResult] = []
@@ -70,7 +76,13 @@ class StateWriter:
 
     def event(self, e: Event) -> None:
         """Publish ``e`` once the changes recorded before it are in the store."""
-        self._events.append(e)
+        self._events.append((e.kind, None, e))
+        self._poke()
+
+    def announce(self, kind: str, build: Callable[..., Event], *args: Any) -> None:
+        """Publish ``build(*args)``, an event of ``kind``, once the changes recorded
+        before it are in the store; not built at all when nobody listens then."""
+        self._events.append((kind, build, args))
         self._poke()
 
     def _poke(self) -> None:
@@ -127,6 +139,10 @@ class StateWriter:
                         await store.transition_many([t])
                     except MegaFlowError as one:
                         log.error("state change %s -> %s dropped: %s", t.task_id, t.dst.value, one)
-        if self.bus is not None:
-            for e in events:
-                await self.bus.publish(e)
+        bus = self.bus
+        if bus is not None:
+            for kind, build, arg in events:
+                if build is None:
+                    await bus.publish(arg)
+                elif bus.listens(kind):
+                    await bus.publish(build(*arg))

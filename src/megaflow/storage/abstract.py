@@ -197,6 +197,13 @@ class EventBus(Lifecycle, abc.ABC):
     ) -> Subscription:
         """Subscribe to the given event kinds (all when ``None``)."""
 
+    def listens(self, kind: str) -> bool:
+        """Whether an event of ``kind`` published now could reach a subscriber.
+
+        A publisher may skip building an event nobody would get. A bus whose
+        subscribers live in other processes cannot know, so the default is True."""
+        return True
+
 
 @dataclass(frozen=True, slots=True)
 class ArtifactRef:
