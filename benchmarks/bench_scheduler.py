@@ -16,7 +16,8 @@ so not like for like; the table says so). Ray is optional
 runs and the asyncio peer run under the collector settings of ``megaflow
 run`` (:func:`megaflow.app.gc_tuning.tuned_gc`, entered once the tasks are
 built). ``--ab`` prints only the no-op throughput, as ``ab NAME VALUE``
-lines for ``benchmarks/ab.py --before REV``.
+lines for ``benchmarks/ab.py --before REV``; ``--stores memory`` (or
+``file,:memory:``) limits it to those rows.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab import interleave, ratios, spread
 from report import LOAD_AT_START, report
 
+STORES = ("file", ":memory:", "memory")
+"""The no-op rows: SQLite on a file, SQLite without a file, the in-memory store."""
 SCALING_BOOT_S = 120.0  # scaling_study's defaults, for the table
 SCALING_STEP = 10
 
@@ -215,10 +218,19 @@ def main() -> None:
     ap.add_argument("--sim-tasks", type=int, help="Simulated tasks (default 10,000).")
     ap.add_argument("--no-ray", action="store_true", help="Skip the Ray peer.")
     ap.add_argument("--ab", action="store_true", help="Only the no-op runs, as `ab` lines.")
+    ap.add_argument(
+        "--stores", default=",".join(STORES),
+        help="With --ab: the rows to run, comma-separated (file, :memory:, memory).",
+    )  # fmt: skip
     args = ap.parse_args()
     n = args.tasks or (2_000 if args.quick else 5_000)
     if args.ab:
-        for db in ("file", ":memory:", "memory"):
+        chosen = [db.strip() for db in args.stores.split(",") if db.strip()]
+        unknown = sorted(set(chosen) - set(STORES))
+        if unknown or not chosen:
+            ap.error(f"--stores: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(STORES)}")  # fmt: skip
+        for db in chosen:
             wall, cpu = asyncio.run(_throughput(n, db))
             print(f"ab {db}-tasks/s {wall:.1f}\nab {db}-tasks/cpu-s {cpu:.1f}")
         return
