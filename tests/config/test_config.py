@@ -148,3 +148,14 @@ def test_cli_validate_prints_a_pattern_as_it_is(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "'^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'" in res.output  # not read as markup
     assert "bad [x].yaml" in res.output
+
+
+def test_cli_errors_print_a_pattern_as_it_is(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "tasks: {type: inline, tasks: [{id: a}]}\n"
+        "environment: {runtime: {type: kubernetes, namespace: Bad_NS}}\n"
+    )
+    res = runner.invoke(app, ["run", str(bad)], terminal_width=200)
+    assert res.exit_code == 2
+    assert "'^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'" in res.output

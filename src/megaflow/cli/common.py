@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from megaflow.core.errors import MegaFlowError
 from megaflow.storage.abstract import MetadataStore
@@ -42,7 +43,7 @@ T = TypeVar("T")
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
