@@ -40,12 +40,12 @@ from megaflow.app.job import Job
 from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.plan import PromptPlan
-from megaflow.app.training.rollouts import Rollouts, round_name
+from megaflow.app.training.rollouts import Batch, Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
 from megaflow.app.training.weights import push_weights
 from megaflow.config.models import RunConfig
-from megaflow.core.errors import ConfigError
+from megaflow.core.errors import ConfigError, InfraError
 from megaflow.core.tasks import TaskType
 from megaflow.model.abstract import ModelClient
 from megaflow.train.loop_config import TrainingConfig
@@ -179,6 +179,7 @@ class TrainLoop:
                 if s not in runs:
                     runs[s] = await self._submit(rollouts, s)
             batch = await rollouts.collect(runs.pop(step))
+            _check_usable(batch, step, self.run_id)
             groups, stale = apply_staleness(
                 batch.groups, self.version, max_staleness=tc.max_staleness,
                 stale=tc.stale, decay=tc.reweight_decay,
@@ -235,6 +236,19 @@ class TrainLoop:
         self.say(
             f"held-out reward {what}: {point.reward_mean:.3f} over {point.samples} samples"
             f"{gone} (weights v{self.version})"
+        )
+
+
+def _check_usable(batch: Batch, step: int, run_id: str) -> None:
+    """A step whose every sample was lost has nothing to train on, and the next steps
+    would lose theirs the same way (a missing repository, a broken image): stop."""
+    total = sum(len(g) for g in batch.groups)
+    if total and batch.masked == total:
+        sid, why = next(iter(batch.problems.items()), ("", "no graded result"))
+        raise InfraError(
+            f"step {step}: all {total} samples were lost before grading, so there is "
+            f"nothing to train on; the first, {sid}: {why}. Fix the cause and continue "
+            f"with --resume {run_id}"
         )
 
 

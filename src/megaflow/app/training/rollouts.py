@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from megaflow.app.groups import finished_groups
 from megaflow.app.job import Job
@@ -37,6 +37,8 @@ class Batch:
     """The groups of one round, in the order of its prompts."""
 
     groups: list[list[TrainingSample]]
+    problems: dict[str, str] = field(default_factory=dict)
+    """Why a sample is masked, by sample id (:attr:`Group.problems`)."""
 
     @property
     def rewards(self) -> list[float]:
@@ -115,9 +117,9 @@ class Rollouts:
     async def collect(self, name: str) -> Batch:
         """Wait for every group of round ``name``; its groups in prompt order."""
         ids = self._ids.pop(name)
-        got = {
-            g.group_id: g.samples
-            async for g in finished_groups(self.job, self.job.run_id, tasks=ids)
-        }
+        got, problems = {}, {}
+        async for g in finished_groups(self.job, self.job.run_id, tasks=ids):
+            got[g.group_id] = g.samples
+            problems.update(g.problems)
         order = list(dict.fromkeys(i.rsplit("/", 1)[0] for i in ids))
-        return Batch([got[g] for g in order])
+        return Batch([got[g] for g in order], problems)
