@@ -12,6 +12,10 @@ Feedback: whoever releases a slot says how the placement ended
 preemption and a lost instance are known here), and the core hands one
 :class:`~megaflow.scheduler.abstract.TaskFeedback` per placement to the
 policy of the queue that placed it and to every function in ``listeners``.
+A policy hears it by overriding :meth:`SchedulingPolicy.observe`; when
+neither that policy nor any listener would hear it, none is built (the
+shipped rule-based policies do not learn, and a no-op task's feedback was
+about 3-6% of its control-plane samples).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ from megaflow.scheduler.fleet import Instance, Region, fragmentation
 from megaflow.scheduler.policies import make_policy
 
 _Shape = tuple[float, int, int]
+
+
+def _hears(policy: SchedulingPolicy) -> bool:
+    """Whether ``policy`` does anything with feedback (it overrides ``observe``)."""
+    return getattr(policy.observe, "__func__", None) is not SchedulingPolicy.observe
 
 
 @dataclass(slots=True)
@@ -59,6 +68,8 @@ class DispatchCore:
         self.admission = Admission(cfg.admission, cfg.max_concurrency)
         self.regions: dict[str, Region] = {}
         self.queues: dict[str, SchedulingPolicy] = {}
+        self._hears: dict[str, bool] = {}
+        """By region: whether its queue's policy hears feedback."""
         self.queued: dict[str, int] = {}
         self.pending: dict[str, PendingTask] = {}
         self.running: dict[str, Placed] = {}
@@ -79,6 +90,7 @@ class DispatchCore:
                 if self._make_queue is not None
                 else make_policy(self.cfg.policy, self.cfg.queues, self.cfg.queue_weights)
             )
+            self._hears[name] = _hears(self.queues[name])
             self.queued[name] = 0
         return r
 
@@ -220,8 +232,13 @@ class DispatchCore:
     def _feedback(self, placed: Placed, outcome: Outcome, now: float) -> None:
         if outcome is Outcome.PREEMPT:
             placed.task.preemptions += 1
+        name = placed.region.name
+        hears = self._hears[name]
+        if not hears and not self.listeners:
+            return
         fb = TaskFeedback(placed.task, outcome, placed.inst.id, placed.at, now)
-        self.queues[placed.region.name].observe(fb)
+        if hears:
+            self.queues[name].observe(fb)
         for listener in self.listeners:
             listener(fb)
 
