@@ -88,6 +88,9 @@ class TaskBook:
         target = _STAGE_AT[stage]
         if target <= at:
             return None
+        if target == at + 1:  # the usual case: the next stage, no slice to walk
+            self.set_state(task_id, stage)
+            return at
         for s in STAGES[at + 1 : target + 1]:
             self.set_state(task_id, s)
         return at

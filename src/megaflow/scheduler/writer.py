@@ -68,22 +68,26 @@ class StateWriter:
 
     def attempt(self, a: Attempt) -> None:
         self._attempts.append(a)
-        self._poke()
+        if not self._poked:
+            self._poke()
 
     def result(self, r: TaskResult) -> None:
         self._results.append(r)
-        self._poke()
+        if not self._poked:
+            self._poke()
 
     def event(self, e: Event) -> None:
         """Publish ``e`` once the changes recorded before it are in the store."""
         self._events.append((e.kind, None, e))
-        self._poke()
+        if not self._poked:
+            self._poke()
 
     def announce(self, kind: str, build: Callable[..., Event], *args: Any) -> None:
         """Publish ``build(*args)``, an event of ``kind``, once the changes recorded
         before it are in the store; not built at all when nobody listens then."""
         self._events.append((kind, build, args))
-        self._poke()
+        if not self._poked:
+            self._poke()
 
     def _poke(self) -> None:
         self._poked = True
