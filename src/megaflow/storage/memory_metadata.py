@@ -149,7 +149,13 @@ class MemoryMetadataStore(MetadataStore):
         rows = self._data().tasks
         if not transitions:
             return
-        current = {t.task_id: rows[t.task_id].state for t in transitions if t.task_id in rows}
+        current: dict[str, TaskState] = {}
+        for t in transitions:  # a task's chain of the batch: read its row once
+            tid = t[0]
+            if tid not in current:
+                row = rows.get(tid)
+                if row is not None:
+                    current[tid] = row.state
         changes = plan_transitions(transitions, current)  # raises before anything changes
         now = time.time()
         for c in changes:
