@@ -21,6 +21,7 @@ from megaflow.environment.abstract import (
 from megaflow.environment.local import userns, workspace
 from megaflow.environment.local.cgroups import SandboxCgroup
 from megaflow.environment.local.channel import Channel, Reply
+from megaflow.environment.local.process import Bwrap
 from megaflow.environment.local.records import remove_sandbox_dir
 from megaflow.monitoring.environment import EnvironmentMetrics
 
@@ -42,7 +43,7 @@ class LocalSandbox(Sandbox):
         self.dir = directory
         self.base_env = base_env
         self.metrics = metrics
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: Bwrap | None = None
         self.channel: Channel | None = None
         self.cgroup: SandboxCgroup | None = None
         self.image_key: str | None = None
@@ -174,12 +175,14 @@ class LocalSandbox(Sandbox):
             try:
                 if self.channel is not None:
                     await self.channel.close()
-                if self.proc is not None and self.proc.returncode is None:
-                    try:
-                        self.proc.send_signal(signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    await self.proc.wait()
+                if self.proc is not None:
+                    if self.proc.returncode is None:
+                        try:
+                            self.proc.send_signal(signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                        await self.proc.wait()
+                    self.proc.close()
                 await asyncio.to_thread(self._remove_host_state)  # one thread hop, not three
             except BaseException:
                 if self.metrics is not None:

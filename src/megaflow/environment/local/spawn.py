@@ -5,7 +5,8 @@ bubblewrap starts as an unprivileged host uid (through ``setpriv``) with
 the sandbox's pid, writes its user namespace's uid/gid maps, puts bubblewrap
 and that pid into the sandbox's cgroups, and only then lets it go on, so
 nothing runs inside before the maps and limits hold. The seccomp program is
-passed in a memfd (``--seccomp``).
+passed in a memfd (``--seccomp``). The process is watched by a pidfd
+(:mod:`.process`), not by a thread of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from megaflow.core.errors import MegaFlowError, SandboxStartError
 from megaflow.environment.local import launcher, userns
 from megaflow.environment.local.channel import Channel
+from megaflow.environment.local.process import Bwrap
 from megaflow.environment.local.records import SandboxRecord, start_time
 from megaflow.environment.local.sandbox import LocalSandbox
 
@@ -77,11 +79,7 @@ async def start(
     directory = sb.dir
     try:
         with (directory / "bwrap.log").open("wb") as log:
-            sb.proc = await asyncio.create_subprocess_exec(
-                *argv, env={}, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=log, limit=2**24,
-                pass_fds=passed,
-            )  # fmt: skip
+            sb.proc = await Bwrap.start(argv, log, passed, limit=2**24)
     finally:
         for fd in passed:
             os.close(fd)
@@ -105,8 +103,6 @@ async def start(
     finally:
         os.close(info_r)
         os.close(block_w)
-    assert sb.proc.stdin is not None
-    assert sb.proc.stdout is not None
     sb.proc.stdin.write(how.payload)
     sb.channel = Channel(
         sb.proc.stdout, sb.proc.stdin, sb.id, plan.max_frame, sb.protocol_violation
