@@ -32,7 +32,8 @@ class Instance:
     memory_mb: int
     gpu: int
     slots: int
-    running: dict[str, TaskSpec] = field(default_factory=dict)
+    running: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Tasks running here, by id: what each holds (millicores, MB, GPUs)."""
     alive: bool = True
     idle_since: float = 0.0
     cap_mcpu: int = field(init=False, repr=False)
@@ -162,15 +163,15 @@ class Region:
         inst.memory_mb -= m
         inst.gpu -= g
         inst.slots -= 1
-        inst.running[spec.id] = spec
+        inst.running[spec.id] = (c, m, g)
         self._index_add(inst)
         self.running += 1
 
     def release(self, inst: Instance, task_id: str, now: float = 0.0) -> bool:
-        spec = inst.running.pop(task_id, None)
-        if spec is None:
+        held = inst.running.pop(task_id, None)
+        if held is None:
             return False
-        c, m, g = _need(spec.resources)
+        c, m, g = held
         if inst.alive:
             self._index_drop(inst)
         inst.mcpu += c
