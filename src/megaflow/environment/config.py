@@ -68,6 +68,11 @@ class LocalRuntimeConfig(_Cfg):
         64, ge=1, le=1024, description="Largest message from a sandbox's exec server, MiB."
     )
     start_timeout_s: float = Field(30.0, gt=0, description="Longest wait for a sandbox start.")
+    max_starting: int = Field(
+        0, ge=0, description="Sandboxes starting at once (directories, cgroups, bubblewrap, "
+        "until the exec server answers); the others wait their turn, outside start_timeout_s. "
+        "0: 32 per core.",
+    )  # fmt: skip
     setup_timeout_s: float = Field(600.0, gt=0, description="Longest wait for each setup command.")
     reap_interval_s: float = Field(
         30.0, gt=0, description="How often expired sandboxes (past their TTL) are destroyed."
