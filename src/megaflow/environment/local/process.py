@@ -43,12 +43,12 @@ class Bwrap:
         asyncio.get_running_loop().add_reader(pidfd, self._reap)
 
     @classmethod
-    async def start(
+    async def start_bwrap(
         cls, argv: list[str], stderr: IO[bytes], pass_fds: list[int], limit: int
     ) -> Bwrap:
         """Start ``argv`` with an empty environment, stdin and stdout as pipes.
         Cancelled meanwhile, it still waits for the process and kills it."""
-        work = asyncio.ensure_future(asyncio.to_thread(_spawn, argv, stderr, pass_fds))
+        work = asyncio.ensure_future(asyncio.to_thread(_popen_bwrap, argv, stderr, pass_fds))
         try:
             popen, pidfd = await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -120,7 +120,7 @@ class Bwrap:
         self._stdout_pipe.close()
 
 
-def _spawn(
+def _popen_bwrap(
     argv: list[str], stderr: IO[bytes], pass_fds: list[int]
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Blocking: the process and its pidfd. On a worker thread: Popen waits

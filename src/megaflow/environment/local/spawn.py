@@ -79,7 +79,7 @@ async def start(
     directory = sb.dir
     try:
         with (directory / "bwrap.log").open("wb") as log:
-            sb.proc = await Bwrap.start(argv, log, passed, limit=2**24)
+            sb.proc = await Bwrap.start_bwrap(argv, log, passed, limit=2**24)
     finally:
         for fd in passed:
             os.close(fd)
