@@ -237,7 +237,7 @@ def main() -> None:
          f"{spread(cpu_ep, msec)} CPU ({spread(wall_ep, msec)} wall) per episode", ""],
         ["MegaFlow (scheduler + pool + agent + model)", spread(mf_wall, secs),
          f"overhead 1 - ideal/wall = {spread([1 - r for r in ratios(ideal, mf_wall)], pct)}",
-         "<= 15%"],
+         "<= 10%"],
         ["  its CPU per episode (process + sandboxes)", spread(mf_cpu, msec),
          f"overhead 1 - ideal CPU/CPU = {spread([1 - r for r in ratios(cpu_ep, mf_cpu)], pct)}",
          ""],
