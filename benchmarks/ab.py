@@ -1,13 +1,13 @@
 """A/B measurement on a shared machine: interleave the sides, compare pair by pair.
 
-Each repetition runs every side once, in the same order (A B A B ...), so drift
-in the machine's load hits both sides alike; ratios are taken within each
+Each repetition runs every side once (A B, then B A, ...), so drift in the
+machine's load, and what one run leaves behind for the next, hit both sides alike; ratios are taken within each
 repetition and then summarised (median, min-max). CPU time is the benchmark
 process's own and its waited-for children's (``getrusage``), plus the CPU its
 sandboxes used (from their cgroups), never the machine's.
 
 Run as a script, it compares this tree's source with a commit's, in separate
-processes, A B A B ...::
+processes, A B B A ...::
 
     python benchmarks/ab.py --before 09d6be5 --reps 5 -- \
         python benchmarks/bench_scheduler.py --ab --tasks 20000
@@ -70,11 +70,21 @@ def sandbox_cpu_s(runtime: LocalRuntime) -> float:
     return 0.0
 
 
-def interleave(reps: int, sides: Sequence[Callable[[], T]]) -> list[list[T]]:
-    """Run ``sides`` in turn ``reps`` times; one list of results per side."""
+def interleave(
+    reps: int, sides: Sequence[Callable[[], T]], alternate: bool = False
+) -> list[list[T]]:
+    """Run ``sides`` in turn ``reps`` times; one list of results per side.
+
+    ``alternate`` reverses the order every other repetition (A B, B A, A B...):
+    a run that leaves work behind (1,024 sandboxes' namespaces and cgroups are
+    torn down by kernel threads for seconds after the last one exits) slows
+    whichever side comes next, and in a fixed order that is always the same side."""
     out: list[list[T]] = [[] for _ in sides]
-    for _ in range(reps):
-        for i, side in enumerate(sides):
+    for rep in range(reps):
+        order = list(enumerate(sides))
+        if alternate and rep % 2:
+            order.reverse()
+        for i, side in order:
             out[i].append(side())
     return out
 
@@ -142,7 +152,7 @@ def main() -> None:
         after_src = _source_at(args.after, repo, Path(tmp) / "after") if args.after else None
         new_src = after_src or repo / "src"
         sides = [lambda: _figures(cmd, before_src), lambda: _figures(cmd, new_src)]
-        before, new = interleave(args.reps, sides)
+        before, new = interleave(args.reps, sides, alternate=True)
     print(f"{' '.join(cmd)}: new ({args.after or 'this tree'}) against {args.before}, "
           f"{args.reps} pairs; "
           f"load (1 min) {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")  # fmt: skip

@@ -2,17 +2,22 @@
 
 The workload: N episodes (1,024 by default, as one RL step of the MegaFlow
 paper), each a short sandboxed task of 5 exec steps driven by a scripted
-agent. Three sides, interleaved (ideal, MegaFlow, Ray, ideal, ...) for at
-least three repetitions:
+agent. Four sides, interleaved (ideal, MegaFlow, bare, Ray, ideal, ...) for
+at least three repetitions:
 
 - ideal: the sandbox work itself (create, 5 execs, destroy, called directly
   on the local runtime, one episode at a time), in CPU seconds of this
   process and its children (the sandboxes) per episode, times N, over the
-  cores;
+  cores; beside it the whole machine's busy core-time over the same episodes,
+  which also counts the kernel threads that tear down a sandbox's namespaces
+  and cgroups (work no process is charged for);
 - MegaFlow: the N episodes through the real stack (scheduler with its state
   machine, sandbox pool, builtin agent, recording model client), all
   concurrent; orchestration overhead = 1 - ideal / wall, and by CPU time
   1 - ideal CPU / MegaFlow CPU;
+- bare: the same sandbox work, all N episodes at once on one local runtime
+  with ``asyncio.gather``: no scheduler, agent, model or stores; what N
+  concurrent sandboxes cost on this machine before any orchestration;
 - peer: the same sandbox work with Ray: one async actor per core, each with
   one ``LocalRuntime`` started before the timer (as MegaFlow's runtime, pool
   and scheduler are), the N episodes spread over the actors, all concurrent.
@@ -32,7 +37,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,6 +48,7 @@ from ab import cpu_s, interleave, ratios, sandbox_cpu_s, spread
 from megaflow.agent.builtin import BuiltinAgent
 from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.app.attempt import AgentExecutor, Arm
+from megaflow.app.gc_tuning import tuned_gc
 from megaflow.core.errors import SandboxStartError
 from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import EnvironmentSpec
@@ -58,6 +66,7 @@ from megaflow.storage.factory import Stores
 from report import LOAD_AT_START, report
 
 MAX_ATTEMPTS = TaskSpec.model_fields["max_attempts"].default
+T = TypeVar("T")
 STEPS = [f"echo step {i} > /tmp/s{i} && cat /tmp/s{i}" for i in range(5)]
 SPEC = EnvironmentSpec(ttl_s=7200)
 
@@ -72,17 +81,27 @@ async def direct_episode(runtime: LocalRuntime) -> None:
         await sandbox.destroy()
 
 
-async def ideal_per_episode(root: Path, n: int) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one episode's sandbox work, run alone."""
+def busy_s() -> float:
+    """Core-seconds the whole machine has spent busy since boot (``/proc/stat``:
+    everything but idle and iowait), the kernel's own threads included."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(v) for v in fields[:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+async def ideal_per_episode(root: Path, n: int) -> tuple[float, float, float]:
+    """(CPU seconds, wall seconds, machine busy core-seconds) of one episode's
+    sandbox work, run alone."""
     runtime = LocalRuntime(LocalRuntimeConfig(root=str(root)))
     await runtime.start()
     await direct_episode(runtime)  # warm caches
-    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
+    c0, t0, b0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter(), busy_s()
     for _ in range(n):
         await direct_episode(runtime)
     cpu, wall = cpu_s() + sandbox_cpu_s(runtime) - c0, time.perf_counter() - t0
+    busy = busy_s() - b0
     await runtime.stop()
-    return cpu / n, wall / n
+    return cpu / n, wall / n, busy / n
 
 
 def scripted_client() -> InProcessModelClient:
@@ -90,6 +109,19 @@ def scripted_client() -> InProcessModelClient:
     script.append(tool_call("submit", {}, "done"))
     router = Router([ScriptedBackend(script)], max_concurrency=100_000)
     return InProcessModelClient(ModelService("scripted", router))
+
+
+async def bare(root: Path, n: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) for N episodes of the sandbox work alone, all
+    concurrent on one local runtime: no scheduler, agent, model or stores. What
+    running this many sandboxes at once costs before any orchestration."""
+    runtime = LocalRuntime(LocalRuntimeConfig(root=str(root)))
+    await runtime.start()
+    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
+    await asyncio.gather(*(direct_episode(runtime) for _ in range(n)))
+    wall, cpu = time.perf_counter() - t0, cpu_s() + sandbox_cpu_s(runtime) - c0
+    await runtime.stop()
+    return wall, cpu
 
 
 async def megaflow(root: Path, n: int) -> tuple[float, float]:
@@ -189,6 +221,12 @@ def ray_peer(root: Path, n: int, workers: int) -> tuple[float, float, int] | str
         ray.shutdown()
 
 
+def tuned(run: Coroutine[Any, Any, T]) -> T:
+    """Run one side as ``megaflow run`` runs a job: under :func:`tuned_gc`."""
+    with tuned_gc():
+        return asyncio.run(run)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--episodes", type=int, default=1024)
@@ -203,8 +241,8 @@ def main() -> None:
     args = ap.parse_args()
     n = 64 if args.quick else args.episodes
     if args.ab:
-        with tempfile.TemporaryDirectory() as tmp:
-            cpu_ep, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", 16))
+        with tempfile.TemporaryDirectory() as tmp, tuned_gc():
+            cpu_ep, _, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", 16))
             wall, cpu = asyncio.run(megaflow(Path(tmp) / "mf", n))
         print(
             f"ab ideal-cpu-ms/episode {cpu_ep * 1000:.2f}\nab cpu-ms/episode {cpu / n * 1000:.2f}"
@@ -217,17 +255,22 @@ def main() -> None:
         root = Path(tmp)
         runs = iter(range(10**6))
         sides = [
-            lambda: asyncio.run(ideal_per_episode(root / f"ideal{next(runs)}", 16)),
-            lambda: asyncio.run(megaflow(root / f"mf{next(runs)}", n)),
+            lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", 16)),
+            lambda: tuned(megaflow(root / f"mf{next(runs)}", n)),
+            lambda: tuned(bare(root / f"bare{next(runs)}", n)),
         ]
         if not args.no_ray:
             sides.append(lambda: ray_peer(root / f"ray{next(runs)}", n, cores))
         got = interleave(reps, sides)
-    ideal_runs: list[tuple[float, float]] = got[0]  # type: ignore[assignment]
+    ideal_runs: list[tuple[float, float, float]] = got[0]  # type: ignore[assignment]
     mf_runs: list[tuple[float, float]] = got[1]  # type: ignore[assignment]
-    cpu_ep = [c for c, _ in ideal_runs]
-    wall_ep = [w for _, w in ideal_runs]
+    bare_runs: list[tuple[float, float]] = got[2]  # type: ignore[assignment]
+    bare_wall = [w for w, _ in bare_runs]
+    cpu_ep = [c for c, _, _ in ideal_runs]
+    wall_ep = [w for _, w, _ in ideal_runs]
+    busy_ep = [b for _, _, b in ideal_runs]
     ideal = [n * c / cores for c in cpu_ep]
+    ideal_busy = [n * b / cores for b in busy_ep]
     mf_wall = [w for w, _ in mf_runs]
     mf_cpu = [c / n for _, c in mf_runs]
     secs, msec, pct = "{:.1f} s".format, (lambda v: f"{v * 1000:.0f} ms"), "{:.1%}".format
@@ -235,14 +278,26 @@ def main() -> None:
     rows = [
         ["ideal: sandbox work / cores", spread(ideal, secs),
          f"{spread(cpu_ep, msec)} CPU ({spread(wall_ep, msec)} wall) per episode", ""],
+        ["  the same, as the machine's busy time", spread(ideal_busy, secs),
+         f"{spread(busy_ep, msec)} busy core-time per episode, the kernel's threads included",
+         ""],
         ["MegaFlow (scheduler + pool + agent + model)", spread(mf_wall, secs),
-         f"overhead 1 - ideal/wall = {spread([1 - r for r in ratios(ideal, mf_wall)], pct)}",
+         f"overhead 1 - ideal/wall = {spread([1 - r for r in ratios(ideal, mf_wall)], pct)}; "
+         f"by busy time {spread([1 - r for r in ratios(ideal_busy, mf_wall)], pct)}",
          "<= 10%"],
         ["  its CPU per episode (process + sandboxes)", spread(mf_cpu, msec),
          f"overhead 1 - ideal CPU/CPU = {spread([1 - r for r in ratios(cpu_ep, mf_cpu)], pct)}",
          ""],
     ]  # fmt: skip
-    peer_runs = [] if args.no_ray else got[2]
+    rows += [
+        ["bare: the sandbox work alone, all concurrent", spread(bare_wall, secs),
+         f"1 - ideal/wall = {spread([1 - r for r in ratios(ideal, bare_wall)], pct)}; "
+         f"MegaFlow wall / bare wall, pair by pair: {spread(ratios(mf_wall, bare_wall), x)}",
+         ""],
+        ["  its CPU per episode (process + sandboxes)", spread([c / n for _, c in bare_runs], msec),
+         "no scheduler, agent, model client or stores: one runtime, asyncio.gather", ""],
+    ]  # fmt: skip
+    peer_runs = [] if args.no_ray else got[3]
     if args.no_ray:
         rows.append(["peer: Ray", "-", "skipped (--no-ray)", ""])
     elif any(isinstance(r, str) for r in peer_runs):
@@ -264,11 +319,16 @@ def main() -> None:
         f"Rollout: {n} concurrent episodes of 5 sandboxed exec steps ({cores} cores)",
         ["what", "wall time", "figure", "target"],
         rows,
-        notes=f"Median (min-max) of {reps} interleaved repetitions (ideal, MegaFlow, Ray, ...); "
+        notes=f"Median (min-max) of {reps} interleaved repetitions "
+        "(ideal, MegaFlow, bare, Ray, ...); "
         "ratios are taken within each repetition. Ideal is the CPU time of this process and "
         "its sandboxes (getrusage, self + children, and the sandboxes' cgroup) while "
         "episodes run one at a time directly on the local runtime, so other work on the "
-        "machine does not count. Setup is outside "
+        "machine does not count; the row below it is the whole machine's busy core-time "
+        "(/proc/stat) over the same episodes, which also counts the kernel's own threads "
+        "(namespace and cgroup teardown, RCU, the journal) and anything else running, so it "
+        "is only meaningful on a quiet machine. Both sides run under tuned_gc(), as "
+        "`megaflow run` runs a job. Setup is outside "
         "the timer on both sides: MegaFlow's stores, runtime, pool and scheduler; Ray's "
         f"ray.init and {cores} actors, each starting one LocalRuntime. The Ray peer runs the "
         "sandbox steps only (no agent, model client or task state machine), and retries a "

@@ -74,6 +74,23 @@ class CallRecorder:
         return len(self._calls)
 
 
+def _snapshot(request: ChatRequest) -> dict[str, Any]:
+    """The recorded part of a request, as plain data.
+
+    A new list of new message dicts, so what a backend or the caller does to
+    the request's messages afterwards does not change the record; what the
+    messages hold (strings, tool calls) and the tool schemas are shared, not
+    walked: a deep copy of the whole history on every call cost the event loop
+    8% of its time at 1,024 concurrent episodes (``benchmarks/RESULTS.md``)."""
+    req: dict[str, Any] = {}
+    for key in _REQUEST_KEYS:
+        value = getattr(request, key)
+        if value is not None:
+            req[key] = value
+    req["messages"] = [dict(m) for m in request.messages]
+    return req
+
+
 def split_model_name(model: str) -> tuple[str, str | None]:
     """``'name@trajectory-id'`` -> ``('name', 'trajectory-id')``."""
     name, sep, trajectory = model.partition("@")
@@ -126,7 +143,7 @@ class ModelService:
         ctx = CallContext(trajectory_id=trajectory, task=self.recorder.task(trajectory))
         started = time.time()
         t0 = time.perf_counter()
-        req = request.model_dump(include=set(_REQUEST_KEYS), exclude_none=True)
+        req = _snapshot(request)
         self.calls_total += 1
         try:
             completion = await self.router.complete(request, ctx)
