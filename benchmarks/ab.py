@@ -1,8 +1,9 @@
 """A/B measurement on a shared machine: interleave the sides, compare pair by pair.
 
 Each repetition runs every side once (A B, then B A, ...), so drift in the
-machine's load, and what one run leaves behind for the next, hit both sides alike; ratios are taken within each
-repetition and then summarised (median, min-max). CPU time is the benchmark
+machine's load, and what one run leaves behind for the next, hit both sides
+alike; ratios are taken within each repetition and then summarised (median,
+min-max). CPU time is the benchmark
 process's own and its waited-for children's (``getrusage``), plus the CPU its
 sandboxes used (from their cgroups), never the machine's.
 

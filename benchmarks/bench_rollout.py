@@ -2,8 +2,9 @@
 
 The workload: N episodes (1,024 by default, as one RL step of the MegaFlow
 paper), each a short sandboxed task of 5 exec steps driven by a scripted
-agent. Four sides, interleaved (ideal, MegaFlow, bare, Ray, ideal, ...) for
-at least three repetitions:
+agent. Four sides, interleaved for at least three repetitions, every other
+one in the reverse order (ideal, MegaFlow, bare, Ray, then Ray, bare,
+MegaFlow, ideal, ...), as what one run leaves to the kernel slows the next:
 
 - ideal: the sandbox work itself (create, 5 execs, destroy, called directly
   on the local runtime, one episode at a time), in CPU seconds of this
@@ -261,7 +262,7 @@ def main() -> None:
         ]
         if not args.no_ray:
             sides.append(lambda: ray_peer(root / f"ray{next(runs)}", n, cores))
-        got = interleave(reps, sides)
+        got = interleave(reps, sides, alternate=True)
     ideal_runs: list[tuple[float, float, float]] = got[0]  # type: ignore[assignment]
     mf_runs: list[tuple[float, float]] = got[1]  # type: ignore[assignment]
     bare_runs: list[tuple[float, float]] = got[2]  # type: ignore[assignment]
@@ -320,7 +321,7 @@ def main() -> None:
         ["what", "wall time", "figure", "target"],
         rows,
         notes=f"Median (min-max) of {reps} interleaved repetitions "
-        "(ideal, MegaFlow, bare, Ray, ...); "
+        "(ideal, MegaFlow, bare, Ray, then the reverse, ...); "
         "ratios are taken within each repetition. Ideal is the CPU time of this process and "
         "its sandboxes (getrusage, self + children, and the sandboxes' cgroup) while "
         "episodes run one at a time directly on the local runtime, so other work on the "
