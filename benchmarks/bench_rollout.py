@@ -70,6 +70,7 @@ MAX_ATTEMPTS = TaskSpec.model_fields["max_attempts"].default
 T = TypeVar("T")
 STEPS = [f"echo step {i} > /tmp/s{i} && cat /tmp/s{i}" for i in range(5)]
 SPEC = EnvironmentSpec(ttl_s=7200)
+IDEAL_EPISODES = 64  # per repetition: 16 gave ideals 25% apart within one run
 
 
 async def direct_episode(runtime: LocalRuntime) -> None:
@@ -243,7 +244,7 @@ def main() -> None:
     n = 64 if args.quick else args.episodes
     if args.ab:
         with tempfile.TemporaryDirectory() as tmp, tuned_gc():
-            cpu_ep, _, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", 16))
+            cpu_ep, _, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", IDEAL_EPISODES))
             wall, cpu = asyncio.run(megaflow(Path(tmp) / "mf", n))
         print(
             f"ab ideal-cpu-ms/episode {cpu_ep * 1000:.2f}\nab cpu-ms/episode {cpu / n * 1000:.2f}"
@@ -256,7 +257,7 @@ def main() -> None:
         root = Path(tmp)
         runs = iter(range(10**6))
         sides = [
-            lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", 16)),
+            lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", IDEAL_EPISODES)),
             lambda: tuned(megaflow(root / f"mf{next(runs)}", n)),
             lambda: tuned(bare(root / f"bare{next(runs)}", n)),
         ]
