@@ -137,8 +137,12 @@ def test_the_live_scheduler_writes_chunks_as_it_goes_and_the_actor_learns(
             await sched.submit(run(), specs)
             counts = await sched.wait("r1")
             assert counts == {TaskState.SUCCEEDED: 24}
-            await asyncio.sleep(0.2)
-            before = await stores.artifacts.list("runs/r1/decisions/")
+            before: list[str] = []
+            for _ in range(200):  # the chunks' writes run on worker threads: a loaded CI is slow
+                before = await stores.artifacts.list("runs/r1/decisions/")
+                if before:
+                    break
+                await asyncio.sleep(0.05)
             assert before, "chunks are written while the run goes on"
             await sched.stop()
             return await read_decisions(stores.artifacts, "r1")
