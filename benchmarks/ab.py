@@ -77,9 +77,9 @@ def interleave(
     """Run ``sides`` in turn ``reps`` times; one list of results per side.
 
     ``alternate`` reverses the order every other repetition (A B, B A, A B...):
-    a run that leaves work behind (1,024 sandboxes' namespaces and cgroups are
-    torn down by kernel threads for seconds after the last one exits) slows
-    whichever side comes next, and in a fixed order that is always the same side."""
+    what a run leaves behind (1,024 sandboxes' namespaces and cgroups are torn
+    down by kernel threads after the last one exits) falls on whichever side
+    comes next, and in a fixed order that is always the same side."""
     out: list[list[T]] = [[] for _ in sides]
     for rep in range(reps):
         order = list(enumerate(sides))

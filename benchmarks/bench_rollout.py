@@ -4,7 +4,7 @@ The workload: N episodes (1,024 by default, as one RL step of the MegaFlow
 paper), each a short sandboxed task of 5 exec steps driven by a scripted
 agent. Four sides, interleaved for at least three repetitions, every other
 one in the reverse order (ideal, MegaFlow, bare, Ray, then Ray, bare,
-MegaFlow, ideal, ...), as what one run leaves to the kernel slows the next:
+MegaFlow, ideal, ...), as what one run leaves to the kernel falls on the next:
 
 - ideal: the sandbox work itself (create, 5 execs, destroy, called directly
   on the local runtime, one episode at a time), in CPU seconds of this
