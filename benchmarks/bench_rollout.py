@@ -243,9 +243,9 @@ def main() -> None:
     args = ap.parse_args()
     n = 64 if args.quick else args.episodes
     if args.ab:
-        with tempfile.TemporaryDirectory() as tmp, tuned_gc():
-            cpu_ep, _, _ = asyncio.run(ideal_per_episode(Path(tmp) / "ideal", IDEAL_EPISODES))
-            wall, cpu = asyncio.run(megaflow(Path(tmp) / "mf", n))
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu_ep, _, _ = tuned(ideal_per_episode(Path(tmp) / "ideal", IDEAL_EPISODES))
+            wall, cpu = tuned(megaflow(Path(tmp) / "mf", n))
         print(
             f"ab ideal-cpu-ms/episode {cpu_ep * 1000:.2f}\nab cpu-ms/episode {cpu / n * 1000:.2f}"
             f"\nab wall-s {wall:.2f}\nab cpu-overhead {1 - cpu_ep * n / cpu:.4f}"
@@ -329,9 +329,9 @@ def main() -> None:
         "machine does not count; the row below it is the whole machine's busy core-time "
         "(/proc/stat) over the same episodes, which also counts the kernel's own threads "
         "(namespace and cgroup teardown, RCU, the journal) and anything else running, so it "
-        "is only meaningful on a quiet machine. Both sides run under tuned_gc(), as "
-        "`megaflow run` runs a job. Setup is outside "
-        "the timer on both sides: MegaFlow's stores, runtime, pool and scheduler; Ray's "
+        "is only meaningful on a quiet machine. The ideal, MegaFlow and bare sides run "
+        "under tuned_gc(), as `megaflow run` runs a job. Setup is outside "
+        "the timer on every side: MegaFlow's stores, runtime, pool and scheduler; Ray's "
         f"ray.init and {cores} actors, each starting one LocalRuntime. The Ray peer runs the "
         "sandbox steps only (no agent, model client or task state machine), and retries a "
         f"sandbox that fails to start, up to {MAX_ATTEMPTS} attempts, as MegaFlow's scheduler "
