@@ -161,6 +161,17 @@ async def test_memory_hog_is_killed_and_others_carry_on(local: LocalRuntime) -> 
         assert (await hog.stats()).memory_peak_bytes <= 64 * 1024 * 1024
 
 
+async def test_commands_not_the_exec_server_are_what_the_oom_killer_takes(
+    sandbox: LocalSandbox,
+) -> None:
+    # the shell ($$) runs cat; the shell's parent ($PPID) is the exec server
+    out = await sandbox.exec(
+        "cat /proc/self/oom_score_adj /proc/$$/oom_score_adj /proc/$PPID/oom_score_adj"
+        " /proc/$PPID/comm"
+    )
+    assert out.stdout.split() == ["1000", "1000", "0", "python3"], out
+
+
 async def test_endless_loop_is_killed_by_timeout(sandbox: LocalSandbox) -> None:
     result = await sandbox.exec("while :; do :; done", timeout=0.5)
     assert result.timed_out

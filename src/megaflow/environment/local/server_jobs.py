@@ -71,8 +71,9 @@ def exec_child(head: Head, stdin: int, out_w: int, err_w: int) -> None:
         _reset_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         try:  # the command, not this server, is what the OOM killer takes
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")  # not open(): the io stack costs a forked child 0.3 ms
+            os.close(fd)
         except OSError:
             pass
         _exec_as_agent(head)
