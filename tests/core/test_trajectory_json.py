@@ -29,3 +29,13 @@ def test_trajectory_json_round_trips_with_non_finite_floats() -> None:
         assert back.model_dump(exclude={"steps"}) == traj.model_dump(exclude={"steps"})
         assert back.steps[2] == traj.steps[2]
     assert json.loads(text) == json.loads(json.dumps(traj.model_dump(mode="json")))
+
+
+def test_each_step_is_written_as_its_own_type() -> None:
+    steps = [ModelCall(request={"tools": [{"type": "function"}]}), Action(tool="submit"),
+             Observation(content="done", truncated=True)]  # fmt: skip
+    traj = Trajectory(id="r/t/0", task_id="t", run_id="r", steps=steps)
+    written = json.loads(traj.model_dump_json())["steps"]
+    assert written == [json.loads(s.model_dump_json()) for s in steps]
+    assert [s["kind"] for s in written] == ["model_call", "action", "observation"]
+    assert traj.model_dump()["steps"] == [s.model_dump() for s in steps]

