@@ -2,9 +2,10 @@
 
 The workload: N episodes (1,024 by default, as one RL step of the MegaFlow
 paper), each a short sandboxed task of 5 exec steps driven by a scripted
-agent. Four sides, interleaved for at least three repetitions, every other
-one in the reverse order (ideal, MegaFlow, bare, Ray, then Ray, bare,
-MegaFlow, ideal, ...), as what one run leaves to the kernel falls on the next:
+agent. Five sides, interleaved for at least three repetitions, every other
+one in the reverse order (ideal, MegaFlow, bare, control plane, Ray, then
+Ray, control plane, bare, MegaFlow, ideal, ...), as what one run leaves to
+the kernel falls on the next:
 
 - ideal: the sandbox work itself (create, 5 execs, destroy, called directly
   on the local runtime, one episode at a time), in CPU seconds of this
@@ -19,6 +20,12 @@ MegaFlow, ideal, ...), as what one run leaves to the kernel falls on the next:
 - bare: the same sandbox work, all N episodes at once on one local runtime
   with ``asyncio.gather``: no scheduler, agent, model or stores; what N
   concurrent sandboxes cost on this machine before any orchestration;
+- control plane: the MegaFlow side again with the in-memory dummy runtime
+  (``megaflow.environment.dummy``: no sandbox, each exec answered at once),
+  concurrent as the MegaFlow side is: the CPU per episode the orchestration
+  itself costs, the dummy's own few microseconds included, beside the
+  ideal's sandbox CPU per episode. Machines that differ in their sandboxes'
+  cost share this figure more than the wall ratios;
 - peer: the same sandbox work with Ray: one async actor per core, each with
   one ``LocalRuntime`` started before the timer (as MegaFlow's runtime, pool
   and scheduler are), the N episodes spread over the actors, all concurrent.
@@ -52,8 +59,9 @@ from megaflow.app.attempt import AgentExecutor, Arm
 from megaflow.app.gc_tuning import tuned_gc
 from megaflow.core.errors import SandboxStartError
 from megaflow.core.tasks import RunSpec, TaskSpec
-from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.environment.abstract import EnvironmentSpec, Runtime
 from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
+from megaflow.environment.dummy import DummyRuntime
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.pool import SandboxPool
 from megaflow.model.client import InProcessModelClient
@@ -126,8 +134,9 @@ async def bare(root: Path, n: int) -> tuple[float, float]:
     return wall, cpu
 
 
-async def megaflow(root: Path, n: int) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process and its sandboxes) for N episodes."""
+async def megaflow(root: Path, n: int, dummy: bool = False) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its sandboxes) for N episodes;
+    ``dummy``: on the in-memory dummy runtime, so the control plane's CPU alone."""
     stores = Stores.from_config(
         StorageConfig(
             metadata=SqliteMetadataConfig(path=str(root / "m.db")),
@@ -135,7 +144,8 @@ async def megaflow(root: Path, n: int) -> tuple[float, float]:
         )
     )
     await stores.start()
-    runtime = LocalRuntime(LocalRuntimeConfig(root=str(root / "sb")))
+    local = None if dummy else LocalRuntime(LocalRuntimeConfig(root=str(root / "sb")))
+    runtime: Runtime = local or DummyRuntime()
     await runtime.start()
     pool = SandboxPool(runtime, "ephemeral", PoolConfig(warm_share=0))
     await pool.start()
@@ -149,10 +159,14 @@ async def megaflow(root: Path, n: int) -> tuple[float, float]:
         TaskSpec(id=f"rollout/e{i}", run_id="rollout", payload={"prompt": "run the steps"})
         for i in range(n)
     ]
-    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
+
+    def boxes() -> float:
+        return 0.0 if local is None else sandbox_cpu_s(local)
+
+    c0, t0 = cpu_s() + boxes(), time.perf_counter()
     await sched.submit(RunSpec(id="rollout"), tasks)
     counts = await sched.wait("rollout")
-    wall, cpu = time.perf_counter() - t0, cpu_s() + sandbox_cpu_s(runtime) - c0
+    wall, cpu = time.perf_counter() - t0, cpu_s() + boxes() - c0
     await sched.stop()
     await model.stop()
     await pool.stop()
@@ -260,6 +274,7 @@ def main() -> None:
             lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", IDEAL_EPISODES)),
             lambda: tuned(megaflow(root / f"mf{next(runs)}", n)),
             lambda: tuned(bare(root / f"bare{next(runs)}", n)),
+            lambda: tuned(megaflow(root / f"cp{next(runs)}", n, dummy=True)),
         ]
         if not args.no_ray:
             sides.append(lambda: ray_peer(root / f"ray{next(runs)}", n, cores))
@@ -299,7 +314,14 @@ def main() -> None:
         ["  its CPU per episode (process + sandboxes)", spread([c / n for _, c in bare_runs], msec),
          "no scheduler, agent, model client or stores: one runtime, asyncio.gather", ""],
     ]  # fmt: skip
-    peer_runs = [] if args.no_ray else got[3]
+    cp_runs: list[tuple[float, float]] = got[3]  # type: ignore[assignment]
+    cp_cpu = [c / n for _, c in cp_runs]
+    rows.append(
+        ["control plane: MegaFlow on the dummy runtime", spread([w for w, _ in cp_runs], secs),
+         f"{spread([c * 1000 for c in cp_cpu], '{:.2f} ms'.format)} CPU per episode = "
+         f"{spread(ratios(cp_cpu, cpu_ep), pct)} of the ideal's CPU per episode", ""]
+    )  # fmt: skip
+    peer_runs = [] if args.no_ray else got[4]
     if args.no_ray:
         rows.append(["peer: Ray", "-", "skipped (--no-ray)", ""])
     elif any(isinstance(r, str) for r in peer_runs):
@@ -322,7 +344,7 @@ def main() -> None:
         ["what", "wall time", "figure", "target"],
         rows,
         notes=f"Median (min-max) of {reps} interleaved repetitions "
-        "(ideal, MegaFlow, bare, Ray, then the reverse, ...); "
+        "(ideal, MegaFlow, bare, control plane, Ray, then the reverse, ...); "
         "ratios are taken within each repetition. Ideal is the CPU time of this process and "
         "its sandboxes (getrusage, self + children, and the sandboxes' cgroup) while "
         "episodes run one at a time directly on the local runtime, so other work on the "
