@@ -24,8 +24,8 @@ the kernel falls on the next:
   (``megaflow.environment.dummy``: no sandbox, each exec answered at once),
   concurrent as the MegaFlow side is: the CPU per episode the orchestration
   itself costs, the dummy's own few microseconds included, beside the
-  ideal's sandbox CPU per episode. Machines that differ in their sandboxes'
-  cost share this figure more than the wall ratios;
+  ideal's sandbox CPU per episode. No sandbox runs, so none of the
+  contention between live sandboxes is in this figure;
 - peer: the same sandbox work with Ray: one async actor per core, each with
   one ``LocalRuntime`` started before the timer (as MegaFlow's runtime, pool
   and scheduler are), the N episodes spread over the actors, all concurrent.
