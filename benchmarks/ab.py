@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from megaflow.environment.local import LocalRuntime
+    from megaflow.environment.abstract import Runtime
 
 T = TypeVar("T")
 
@@ -50,12 +50,13 @@ def cpu_s() -> float:
     return total
 
 
-def sandbox_cpu_s(runtime: LocalRuntime) -> float:
+def sandbox_cpu_s(runtime: Runtime) -> float:
     """CPU seconds used so far by the sandboxes this process started, from the
     cgroup that holds them (it keeps the usage of removed sandboxes). Bubblewrap
     joins that cgroup after it forks, so its own few milliseconds there are
-    also in the waited-for children's time. 0 without cgroups."""
-    layout = runtime.layout
+    also in the waited-for children's time. 0 without cgroups, and for a runtime
+    that is not the local one (the dummy runs nothing)."""
+    layout = getattr(runtime, "layout", None)
     if layout is None:
         return 0.0
     try:

@@ -144,8 +144,9 @@ async def megaflow(root: Path, n: int, dummy: bool = False) -> tuple[float, floa
         )
     )
     await stores.start()
-    local = None if dummy else LocalRuntime(LocalRuntimeConfig(root=str(root / "sb")))
-    runtime: Runtime = local or DummyRuntime()
+    runtime: Runtime = (
+        DummyRuntime() if dummy else LocalRuntime(LocalRuntimeConfig(root=str(root / "sb")))
+    )
     await runtime.start()
     pool = SandboxPool(runtime, "ephemeral", PoolConfig(warm_share=0))
     await pool.start()
@@ -159,14 +160,10 @@ async def megaflow(root: Path, n: int, dummy: bool = False) -> tuple[float, floa
         TaskSpec(id=f"rollout/e{i}", run_id="rollout", payload={"prompt": "run the steps"})
         for i in range(n)
     ]
-
-    def boxes() -> float:
-        return 0.0 if local is None else sandbox_cpu_s(local)
-
-    c0, t0 = cpu_s() + boxes(), time.perf_counter()
+    c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
     await sched.submit(RunSpec(id="rollout"), tasks)
     counts = await sched.wait("rollout")
-    wall, cpu = time.perf_counter() - t0, cpu_s() + boxes() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_s() + sandbox_cpu_s(runtime) - c0
     await sched.stop()
     await model.stop()
     await pool.stop()
