@@ -149,7 +149,7 @@ def shell(
 @app.command("ls")
 def ls(root: str = RootOption) -> None:
     """List the local sandboxes recorded under ROOT, live or left behind."""
-    from megaflow.environment.local.records import SandboxRecord, key_alive
+    from megaflow.environment.local.records import SandboxRecord, key_alive, sandbox_dir_state
 
     boxes = Path(root) / "boxes"
     rows = [("ID", "OWNER", "STATE", "AGE", "TTL LEFT", "PROCESS", "IMAGE")]
@@ -160,6 +160,9 @@ def ls(root: str = RootOption) -> None:
             rows.append((entry.name, "-", "no-record", "-", "-", "-", "-"))
             continue
         state = "running" if rec.bwrap_alive() else "dead"
+        kind, _ = sandbox_dir_state(entry.name)
+        if kind != "sandbox":
+            state = {"new": "making", "gone": "removing"}[kind]
         if not key_alive(rec.process):
             state += ",orphan"
         rows.append(

@@ -6,7 +6,8 @@ the reaper kills the bubblewrap process and everything in its cgroups,
 unmounts anything mounted below its directory, removes its cgroups and its
 directory. cgroups of dead MegaFlow processes are removed even when their
 directory is already gone, and so are their staging mounts below
-``/run/megaflow``.
+``/run/megaflow``. A directory still being made (``.new-<maker>-<id>``) is
+removed once its maker is gone, one being removed (``.gone-<id>``) always.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ import time
 from pathlib import Path
 
 from megaflow.environment.local.cgroups import CgroupLayout, remove_groups
-from megaflow.environment.local.records import SandboxRecord, key_alive, remove_sandbox_dir
+from megaflow.environment.local.records import (
+    SandboxRecord,
+    key_alive,
+    remove_sandbox_dir,
+    sandbox_dir_state,
+)
 from megaflow.environment.local.userns import reap_stages
 
 STRAY_DIR_AGE_S = 300  # a directory without a record younger than this may still be starting
@@ -52,6 +58,15 @@ class Reaper:
         if self.root.is_dir():
             for entry in self.root.iterdir():
                 if entry.name in live:
+                    continue
+                kind, maker = sandbox_dir_state(entry.name)
+                if kind == "gone":  # torn down already; its removal was cut short
+                    self._remove_dir(entry)
+                    continue
+                if kind == "new":
+                    if maker != self.process and not key_alive(maker or ""):
+                        self._remove_dir(entry)
+                        count += 1
                     continue
                 record = SandboxRecord.load(entry)
                 if record is None:

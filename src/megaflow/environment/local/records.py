@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 RECORD = "record.json"
+NEW = ".new-"  # a sandbox directory being made: .new-<maker's process key>-<id>
+GONE = ".gone-"  # a sandbox directory being removed
 
 
 def start_time(pid: int) -> int | None:
@@ -64,19 +66,37 @@ class SandboxRecord:
         return self.bwrap_pid is not None and start_time(self.bwrap_pid) == self.bwrap_started
 
 
+def sandbox_dir_state(name: str) -> tuple[str, str | None]:
+    """What an entry of the sandbox root is, by its name: ("new", maker's key),
+    ("gone", None) or ("sandbox", None)."""
+    if name.startswith(NEW):
+        return "new", name[len(NEW) :].partition("-")[0]
+    if name.startswith(GONE):
+        return "gone", None
+    return "sandbox", None
+
+
+def make_sandbox_dir(directory: Path, record: SandboxRecord) -> None:
+    """Make ``directory`` with ``record`` already in it: it is made under a name
+    that carries its maker's key, then renamed, so a crash at any point leaves
+    either nothing or a directory whose maker the reaper knows."""
+    making = directory.with_name(f"{NEW}{record.process}-{directory.name}")
+    making.mkdir(mode=0o711)
+    record.save(making)
+    making.rename(directory)
+
+
 def remove_sandbox_dir(sandbox_dir: Path) -> None:
-    """Remove a sandbox directory with its record last, so that a crash midway
-    leaves a directory whose maker the reaper still knows (a directory without
-    a record is left alone for a while: it may be a sandbox still starting)."""
-    try:
-        entries = list(sandbox_dir.iterdir())
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if entry.name == RECORD:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-    shutil.rmtree(sandbox_dir, ignore_errors=True)
+    """Remove a sandbox directory (its processes killed, its mounts gone): it is
+    renamed to a ``.gone-`` name first, which the reaper removes whoever left it,
+    so a crash midway never leaves a directory that looks like a live sandbox."""
+    target = sandbox_dir
+    if sandbox_dir_state(sandbox_dir.name)[0] == "sandbox":
+        target = sandbox_dir.with_name(GONE + sandbox_dir.name)
+        try:
+            sandbox_dir.rename(target)
+        except FileNotFoundError:
+            return
+        except OSError:  # a stale ``.gone-`` of the same name: remove in place
+            target = sandbox_dir
+    shutil.rmtree(target, ignore_errors=True)

@@ -29,7 +29,7 @@ from megaflow.environment.local import cgroups, launcher, seccomp, spawn, userns
 from megaflow.environment.local.images import ImageCache
 from megaflow.environment.local.limits import check_spec, mem_total
 from megaflow.environment.local.reaper import Reaper
-from megaflow.environment.local.records import SandboxRecord, process_key
+from megaflow.environment.local.records import SandboxRecord, make_sandbox_dir, process_key
 from megaflow.environment.local.sandbox import LocalSandbox
 from megaflow.environment.local.staging import Staging
 from megaflow.monitoring.environment import EnvironmentMetrics
@@ -252,12 +252,11 @@ class LocalRuntime(Runtime):
     def _make_dirs(
         directory: Path, owner: workspace.Owner, disk_mb: int | None, record: SandboxRecord
     ) -> Path:
-        """Blocking: the sandbox's directories, and its record saved at once (and
-        again once bubblewrap runs): a crash while the sandbox starts then leaves a
-        directory whose maker the reaper knows, not an anonymous one it must
-        leave alone for STRAY_DIR_AGE_S."""
+        """Blocking: the sandbox's directory, made with its record in it (saved
+        again once bubblewrap runs), then its subdirectories: a crash while the
+        sandbox starts leaves a directory whose maker the reaper knows."""
+        make_sandbox_dir(directory, record)
         rw = workspace.make_dirs(directory, owner, None if disk_mb is None else disk_mb << 20)
-        record.save(directory)
         return rw
 
     def _fill(
