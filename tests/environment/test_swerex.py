@@ -4,6 +4,8 @@ its request types, its exceptions, and its ``RemoteRuntime`` HTTP client."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -107,6 +109,30 @@ async def test_sessions_commands_and_files_in_a_local_sandbox(
     assert await rt.is_alive()
     await check_sessions(rt)
     await check_files(rt, tmp_path)
+
+
+async def test_sessions_started_at_once_each_run_their_first_command(
+    deployment: SandboxDeployment,
+) -> None:
+    """The first line a new shell reads is written before it runs: on a busy host
+    it must not be lost (it sets up where every command's status goes). A race:
+    before the fix this lost a line in about one run in four, and never since."""
+    rt = deployment.runtime
+    names = [f"s{i}" for i in range(32)]
+    spin = "import time\nend = time.time() + 20\nwhile time.time() < end: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(8)]  # a busy host
+    try:
+        await asyncio.gather(
+            *(rt.create_session(CreateBashSessionRequest(session=n, startup_source=["/dev/null"]))
+              for n in names)
+        )  # fmt: skip
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    outs = await asyncio.gather(*(rt.run_in_session(run("echo $$", session=n)) for n in names))
+    assert len({o.output for o in outs}) == len(names)
+    assert all(o.exit_code == 0 for o in outs)
 
 
 async def test_timeout_interrupt_and_exit(deployment: SandboxDeployment) -> None:
@@ -234,8 +260,6 @@ async def test_swe_agent_remote_deployment_against_the_cli(tmp_path: Path) -> No
     """``megaflow sandbox swerex`` and the deployment SWE-agent builds from
     ``--env.deployment.type=remote`` (SWE-ReX's own RemoteDeployment)."""
     import signal
-    import subprocess
-    import sys
 
     from swerex.deployment.config import RemoteDeploymentConfig
 

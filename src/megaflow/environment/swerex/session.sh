@@ -59,13 +59,18 @@ finish() {  # STATUS N: print the status and, unless still running, the output
 case $op in
 start)
   rm -rf "$d" && mkdir -p "$d" && mkfifo "$d/in" "$d/done" || exit 1
+  # The FIFO is opened here, before the fork, and the shell inherits it: a
+  # FIFO's data is dropped when its last opener closes it, so writing before
+  # the shell had opened it itself could lose the first line on a busy host.
+  exec 4<>"$d/in"
   set -m  # its own process group (its pid is the group id), SIGINT not ignored
-  bash --norc --noprofile 0<>"$d/in" >>"$d/log" 2>&1 &
+  bash --norc --noprofile 0<&4 4<&- >>"$d/log" 2>&1 &
   pid=$!
   echo "$pid" >"$d/pid"
   # An interrupt ends the command being sourced, not the session.
   printf '%s\n' "exec 9<>$(printf %q "$d/done"); trap 'return 130 2>/dev/null' INT;" \
-    "trap 'echo exit \$? 1<>$(printf %q "$d/done")' EXIT" 1<>"$d/in"
+    "trap 'echo exit \$? 1<>$(printf %q "$d/done")' EXIT" >&4
+  exec 4<&-
   echo "$pid"
   ;;
 run)
