@@ -5,6 +5,7 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from megaflow.cli.common import err_console
 from megaflow.cli.main import app
 from megaflow.config import load_config, parse_config
 from megaflow.config.models import RunConfig
@@ -138,7 +139,10 @@ def test_bundled_examples_are_valid() -> None:
             load_config(f)
 
 
-def test_cli_validate_prints_a_pattern_as_it_is(tmp_path: Path) -> None:
+def test_cli_validate_prints_a_pattern_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(err_console, "_width", 200)  # the table's cells, unwrapped
     bad = tmp_path / "bad [x].yaml"
     bad.write_text(
         "tasks: {type: inline, tasks: [{id: a}]}\n"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from megaflow.storage.config import MetadataConfig, StorageConfig
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # a message's paths stay whole on one line
 
 EXIT_OK = 0
 EXIT_FAILED = 1
