@@ -8,6 +8,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 POLICY := .megaflow/models/settings-fix
+# Test processes (pytest-xdist), a test file each at a time: its fixtures stay in one process.
+TEST_WORKERS ?= 2
+XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: setup sysdeps openhands run eval train test test-fast lint fmt bench proto clean
 
@@ -42,10 +45,10 @@ eval: $(STAMP) sysdeps
 	$(VENV)/bin/megaflow run examples/quickstart.yaml
 
 test: $(STAMP) sysdeps openhands
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not services and not container and not ray" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not services and not container and not ray" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
