@@ -22,6 +22,7 @@ Torch, tokenizers and transformers are imported inside the functions only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -66,13 +67,17 @@ class PolicyConfig(BaseModel):
     seed: int = Field(0, description="Seed of the random initial weights.")
 
 
-def render(messages: list[dict[str, Any]]) -> str:
-    """``messages`` as :data:`CHAT_TEMPLATE` renders them (for a tokenizer's corpus,
-    before any tokenizer exists)."""
+@functools.cache
+def _chat_template() -> Any:
     import jinja2
 
-    template = jinja2.Environment(autoescape=False).from_string(CHAT_TEMPLATE)
-    return template.render(messages=messages, add_generation_prompt=False)
+    return jinja2.Environment(autoescape=False).from_string(CHAT_TEMPLATE)
+
+
+def render(messages: list[dict[str, Any]]) -> str:
+    """``messages`` as :data:`CHAT_TEMPLATE` renders them (for a tokenizer's corpus,
+    before any tokenizer exists). The template is compiled once per process."""
+    return str(_chat_template().render(messages=messages, add_generation_prompt=False))
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
