@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
+from megaflow.environment.local import records
 from tests.environment.conftest import leak_check  # noqa: F401 - autouse leak check
 
 
@@ -56,6 +57,21 @@ def test_ls_shows_orphans_and_gc_removes_them(tmp_path: Path) -> None:
     assert gc.exit_code == 0, gc.output
     assert "removed 1 orphaned" in gc.output
     assert list((root / "boxes").iterdir()) == []
+
+
+def test_ls_and_gc_of_directories_cut_short_while_made_or_removed(tmp_path: Path) -> None:
+    boxes = tmp_path / "local" / "boxes"
+    for name, sid in ((f"{records.NEW}999999999.1-abc", "abc"), (f"{records.GONE}def", "def")):
+        (boxes / name).mkdir(parents=True)
+        now = time.time()
+        records.SandboxRecord(sid, "cut", now + 600, now, "host", "999999999.1").save(boxes / name)
+    listed = CliRunner().invoke(app, ["sandbox", "ls", "--root", str(boxes.parent)])
+    assert listed.exit_code == 0, listed.output
+    states = {line.split()[0]: line.split()[2] for line in listed.output.splitlines()[1:]}
+    assert states == {"abc": "making,orphan", "def": "removing,orphan"}
+    gc = CliRunner().invoke(app, ["sandbox", "gc", "--root", str(boxes.parent)])
+    assert gc.exit_code == 0, gc.output
+    assert list(boxes.iterdir()) == []
 
 
 def _reap(pid: int, out: bytes) -> int:
