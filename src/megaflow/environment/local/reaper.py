@@ -28,7 +28,9 @@ from megaflow.environment.local.records import (
 )
 from megaflow.environment.local.userns import reap_stages
 
-STRAY_DIR_AGE_S = 300  # a directory without a record younger than this may still be starting
+# A directory with an id's name but no record was not made by make_sandbox_dir
+# (an older version's, or someone else's): it is left alone this long.
+STRAY_DIR_AGE_S = 300
 
 
 def mounts_below(path: Path) -> list[str]:
@@ -64,7 +66,7 @@ class Reaper:
                     self._remove_dir(entry)
                     continue
                 if kind == "new":
-                    if maker != self.process and not key_alive(maker or ""):
+                    if maker != self.process and not key_alive(maker):
                         self._remove_dir(entry)
                         count += 1
                     continue

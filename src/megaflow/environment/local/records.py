@@ -12,10 +12,12 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 RECORD = "record.json"
 NEW = ".new-"  # a sandbox directory being made: .new-<maker's process key>-<id>
 GONE = ".gone-"  # a sandbox directory being removed
+DirState = Literal["new", "gone", "sandbox"]
 
 
 def start_time(pid: int) -> int | None:
@@ -66,14 +68,14 @@ class SandboxRecord:
         return self.bwrap_pid is not None and start_time(self.bwrap_pid) == self.bwrap_started
 
 
-def sandbox_dir_state(name: str) -> tuple[str, str | None]:
-    """What an entry of the sandbox root is, by its name: ("new", maker's key),
-    ("gone", None) or ("sandbox", None)."""
+def sandbox_dir_state(name: str) -> tuple[DirState, str]:
+    """What an entry of the sandbox root is, by its name, and for a "new" one its
+    maker's process key ("" otherwise)."""
     if name.startswith(NEW):
         return "new", name[len(NEW) :].partition("-")[0]
     if name.startswith(GONE):
-        return "gone", None
-    return "sandbox", None
+        return "gone", ""
+    return "sandbox", ""
 
 
 def make_sandbox_dir(directory: Path, record: SandboxRecord) -> None:
