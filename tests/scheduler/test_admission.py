@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from megaflow.core.tasks import Resources
-from megaflow.scheduler.abstract import InstanceSpec
-from megaflow.scheduler.admission import TokenBucket
+from megaflow.scheduler.abstract import InstanceSpec, PendingTask
+from megaflow.scheduler.admission import Admission, TokenBucket
 from megaflow.scheduler.config import (
     AdmissionConfig,
     PriorityPolicyConfig,
     SchedulerConfig,
 )
 from megaflow.scheduler.dispatch import DispatchCore
+from megaflow.scheduler.fleet import Instance
 from tests.scheduler.helpers import task
 
 
@@ -44,6 +45,29 @@ def test_sandbox_rate_limits_starts_and_reports_when_to_wake() -> None:
     assert c.admission.next_refill == pytest.approx(0.1)
     assert len(c.plan(0.1)) == 1
     assert len(c.plan(1.1)) == 2  # refilled up to the burst only
+
+
+def test_a_bucket_refusal_refuses_the_start_and_costs_the_other_bucket_nothing() -> None:
+    """Both buckets are checked before either is taken from: a start the run's
+    bucket refuses leaves its sandbox token for another run's task, and one the
+    sandbox bucket refuses leaves its run's token for later."""
+    cfg = AdmissionConfig(sandbox_rate=4, sandbox_burst=2, run_start_rate=1, run_start_burst=1)
+    adm = Admission(cfg, max_concurrency=10)
+    inst = Instance.from_spec(InstanceSpec("i", cpu=64, memory_mb=10**5, slots=64), 0.0)
+
+    def pending(tid: str, run: str) -> PendingTask:
+        return PendingTask(task(tid, run=run), seq=0, enqueued_at=0.0)
+
+    assert adm.admit(pending("a1", "a"), inst, 0.0)
+    assert not adm.admit(pending("a2", "a"), inst, 0.0)  # run a's one token is spent
+    assert adm.next_refill == pytest.approx(1.0)  # when run a has a token again
+    assert adm.admit(pending("b1", "b"), inst, 0.0)  # the sandbox's second token is still there
+    adm.reset_round()
+    assert not adm.admit(pending("c1", "c"), inst, 0.0)  # a1 and b1 took both sandbox tokens
+    assert adm.next_refill == pytest.approx(0.25)  # when the sandbox bucket has one again
+    assert adm.admit(pending("c1", "c"), inst, 0.25)  # run c's token was not taken at 0
+    assert adm.running == 3
+    assert adm.per_run == {"a": 1, "b": 1, "c": 1}
 
 
 def test_caps_global_per_run_and_per_region() -> None:

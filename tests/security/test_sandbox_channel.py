@@ -69,6 +69,24 @@ async def test_oversized_frame_fails_calls_without_allocating(sizes: tuple[int, 
     await chan.close()
 
 
+async def test_a_header_above_one_mib_is_a_violation_in_a_frame_far_under_the_limit() -> None:
+    """The header cap holds on its own, not only through ``max_frame``: a
+    well-formed reply whose header alone is above 1 MiB is refused although
+    the whole frame is far under the frame limit."""
+    chan, reader, violations = await _channel(max_frame=64 << 20)
+    call = asyncio.ensure_future(chan.call({"op": "ping"}))
+    await asyncio.sleep(0)
+    reply = frame({"id": 1, "pid": 2, "pad": "x" * (1 << 20)}, b"body")
+    hlen, blen = HDR.unpack_from(reply)
+    assert hlen > 1 << 20
+    assert hlen + blen < 2 << 20  # the limit is 64 MiB
+    reader.feed_data(reply)
+    with pytest.raises(SandboxError, match=r"protocol violation.*limit"):
+        await call
+    assert violations
+    await chan.close()
+
+
 async def test_garbage_header_is_a_violation() -> None:
     chan, reader, violations = await _channel()
     call = asyncio.ensure_future(chan.call({"op": "ping"}))
@@ -148,4 +166,22 @@ async def test_huge_output_and_files_stay_under_the_frame_cap(tmp_path: Path) ->
             await sb.read_file("big")
         with pytest.raises(SandboxError, match="frame limit"):
             await sb.download("big")
+        assert (await sb.exec("echo usable")).stdout == "usable\n"
+
+
+async def test_both_streams_flooded_still_fit_one_frame_with_room_for_the_header(
+    tmp_path: Path,
+) -> None:
+    """The server caps each stream so that both, and the reply's header, fit one
+    frame: a command flooding stdout and stderr at once gets its output
+    truncated, not an oversized reply."""
+    rt = local_runtime(tmp_path, max_frame_mb=1)
+    flood = "head -c 3000000 /dev/zero | tr '\\0' x; head -c 3000000 /dev/zero | tr '\\0' y >&2"
+    async with rt, await rt.create(EnvironmentSpec()) as sb:
+        both = await sb.exec(flood, output_cap=1 << 30)
+        assert both.truncated
+        assert set(both.stdout) == {"x"}
+        assert set(both.stderr) == {"y"}
+        assert len(both.stdout) == len(both.stderr)
+        assert len(both.stdout) + len(both.stderr) <= (1 << 20) - (1 << 16)
         assert (await sb.exec("echo usable")).stdout == "usable\n"
