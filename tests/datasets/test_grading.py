@@ -152,7 +152,10 @@ async def test_agent_cannot_pass_by_writing_the_tests(tmp_path: Path, runtime: R
 @pytest.mark.slow
 async def test_test_run_timeout_is_reported(tmp_path: Path, runtime: Runtime) -> None:
     inst = _instance(
-        tmp_path, megaflow_test_cmd="sleep 30; python3 -m pytest", megaflow_test_timeout_s=0.5
+        tmp_path,
+        megaflow_test_format="pytest_log",
+        megaflow_test_cmd="sleep 30; python3 -m pytest",
+        megaflow_test_timeout_s=0.5,
     )
     report = await grade_patch(runtime, inst, inst.patch)
     assert not report.resolved

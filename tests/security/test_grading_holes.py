@@ -89,8 +89,12 @@ def test_conftest_in_the_patch_does_not_resolve_under_strict(tmp_path: Path) -> 
     commands = [write("conftest.py", EVIL_PLUGIN), PYTEST]
     lenient = run_attack(tmp_path / "lenient", tasks, commands, grading={"strict": False})
     strict = run_attack(tmp_path / "strict", tasks, commands, grading={"strict": True})
-    # SWE-bench's rule lets a conftest.py in the patch pass; the strict one does not.
-    assert lenient[0].reward == 1.0
+    # SWE-bench's harness would let a conftest.py in the patch pass: its hook
+    # rewrites the reports. Under either rule MegaFlow's reporter sees the hook
+    # come from a file of the patch (tampered); the strict rule refuses the file.
+    assert_unrewarded(lenient, b"conftest.py")
+    assert lenient[0].grade["tampered"] is True
+    assert any("conftest.py" in r for r in lenient[0].grade["tamper_reasons"])
     assert_unrewarded(strict, b"conftest.py")
     assert "test infrastructure" in (strict[0].grade["error"] or "")
 

@@ -8,7 +8,11 @@ test patch applied, and the tests run. Nothing the agent did except its
 patch reaches the grader, so the reward is a function of the stored patch:
 grading the same patch again gives the same reward.
 
-The instance is resolved when every FAIL_TO_PASS test passes and every
+Results of the ``pytest`` format come from MegaFlow's reporter, never from
+what the tests print (:mod:`megaflow.datasets.pytest_channel`): a run whose
+records are not whole, disagree with its exit status, or timed out does not
+resolve, and a patch that reached into the runner is ``tampered`` (reward
+0). The instance is resolved when every FAIL_TO_PASS test passes and every
 PASS_TO_PASS test still passes (or is skipped, as SWE-bench counts it).
 The reward is 1 or 0, or the share of passing tests when the instance asks
 for ``megaflow_reward: fraction``.
@@ -28,6 +32,13 @@ from megaflow.datasets.django_report import django_statuses_for
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.patches import apply_patch, patch_files
 from megaflow.datasets.prepare import GIT_ENV, WORKDIR
+from megaflow.datasets.pytest_channel import (
+    BaseConfig,
+    ChannelRun,
+    find_base_config,
+    run_reported,
+    untrusted_files,
+)
 from megaflow.datasets.pytest_report import TestStatus, passed, statuses_for
 from megaflow.datasets.strict import infra_changes
 from megaflow.environment.abstract import Sandbox
@@ -66,6 +77,10 @@ class GradeReport(BaseModel):
     test_infra_changes: list[str] = Field(
         default_factory=list, description="Files of the patch that count as test infrastructure."
     )
+    tampered: bool = Field(
+        False, description="The patched code reached into the test runner or its results."
+    )
+    tamper_reasons: list[str] = Field(default_factory=list)
     test_exit_code: int | None = None
     test_output: str = Field("", description="The tail of the test run's output.")
     error: str | None = None
@@ -73,8 +88,9 @@ class GradeReport(BaseModel):
 
 
 def runner_command(instance: SWEInstance) -> str:
-    """The shell command that runs the instance's tests: pytest gets ``-rA`` and the
-    test files; a Django runner's command is run as the instance gives it."""
+    """The shell command of a log-read format: ``pytest_log`` gets ``-rA`` and
+    the test files; a Django runner's command is run as the instance gives it.
+    (The ``pytest`` format starts its runner itself: ``pytest_channel``.)"""
     if instance.megaflow_test_format == "django":
         return instance.megaflow_test_cmd
     return f"{instance.megaflow_test_cmd} -rA -p no:cacheprovider " + " ".join(
@@ -151,10 +167,17 @@ def failed_report(
 
 
 async def grade_prepared(
-    sandbox: Sandbox, instance: SWEInstance, patch: bytes | str, strict: bool = False
+    sandbox: Sandbox,
+    instance: SWEInstance,
+    patch: bytes | str,
+    strict: bool = False,
+    allowed: frozenset[str] = frozenset(),
 ) -> GradeReport:
     """Grade ``patch`` in ``sandbox``, freshly prepared at the base commit
-    (:func:`~megaflow.datasets.prepare.prepare_sandbox`) with nothing else run in it."""
+    (:func:`~megaflow.datasets.prepare.prepare_sandbox`) with nothing else run in it.
+
+    ``allowed``: tamper findings the instance's own tests raise at the base
+    commit (:mod:`megaflow.datasets.calibration`), which are not the patch's."""
     t0 = time.monotonic()
     raw = patch.encode() if isinstance(patch, str) else patch
     text = raw.decode(errors="replace")
@@ -163,12 +186,35 @@ async def grade_prepared(
         report = failed_report(instance, refusal, raw, strict, t0)
         report.test_infra_changes = infra
         return report
+    config = await find_base_config(sandbox, instance) if _reported(instance) else None
     if raw.strip():
         why = await apply_patch(sandbox, raw)
         if why is not None:
             report = failed_report(instance, f"the patch did not apply: {why}", raw, strict, t0)
             report.patch_applied = False
             return report
+    why = await apply_test_patch(sandbox, instance)
+    if why is not None:
+        return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
+    if _reported(instance):
+        untrusted = untrusted_files(patch_files(text), patch_files(instance.test_patch))
+        run = await run_reported(sandbox, instance, untrusted, config)
+    else:
+        run = await _run_logged(sandbox, instance)
+    report = judge(instance, run, strict, allowed)
+    report.model_patch = text
+    report.patch_sha256 = hashlib.sha256(raw).hexdigest()
+    report.duration_s = time.monotonic() - t0
+    return report
+
+
+def _reported(instance: SWEInstance) -> bool:
+    return instance.megaflow_test_format == "pytest"
+
+
+async def apply_test_patch(sandbox: Sandbox, instance: SWEInstance) -> str | None:
+    """Put every file the test patch touches back to the base commit (or remove
+    it), then apply the test patch; None, or why it did not apply."""
     base = shlex.quote(instance.base_commit)
     touched = patch_files(instance.test_patch)
     if touched:
@@ -177,22 +223,42 @@ async def grade_prepared(
             for f in map(shlex.quote, touched)
         )
         await sandbox.exec(["sh", "-c", restore], timeout=60, env=GIT_ENV, cwd=WORKDIR)
-    why = await apply_patch(sandbox, instance.test_patch.encode())
-    if why is not None:
-        return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
+    return await apply_patch(sandbox, instance.test_patch.encode())
+
+
+async def _run_logged(sandbox: Sandbox, instance: SWEInstance) -> ChannelRun:
+    """A log-read format: statuses parsed from what the run printed."""
     res = await sandbox.exec(
         ["sh", "-c", runner_command(instance)],
         timeout=instance.megaflow_test_timeout_s,
         env=TEST_ENV,
         cwd=WORKDIR,
     )
-    statuses = read_statuses(instance, res.stdout, res.stderr)
-    report = score(instance, statuses, strict)
-    report.model_patch = text
-    report.patch_sha256 = hashlib.sha256(raw).hexdigest()
-    report.test_exit_code = res.exit_code
-    report.test_output = (res.stdout + res.stderr)[-OUTPUT_TAIL:]
+    run = ChannelRun(read_statuses(instance, res.stdout, res.stderr), [], [], res.exit_code)
+    run.timed_out, run.started = res.timed_out, True
+    run.output = (res.stdout + res.stderr)[-OUTPUT_TAIL:]
     if res.timed_out:
-        report.error = f"the tests ran past {instance.megaflow_test_timeout_s:g} s and were killed"
-    report.duration_s = time.monotonic() - t0
+        run.problems.append(
+            f"the tests ran past {instance.megaflow_test_timeout_s:g} s and were killed"
+        )
+    return run
+
+
+def judge(
+    instance: SWEInstance, run: ChannelRun, strict: bool, allowed: frozenset[str] = frozenset()
+) -> GradeReport:
+    """The report of a test run: the rule applied to its statuses, then nothing
+    resolves that the run cannot vouch for, and a tampered run earns 0."""
+    report = score(instance, run.statuses, strict)
+    tampers = [t for t in run.tampers if t not in allowed]
+    if run.problems or tampers:
+        report.resolved, report.reward = False, 0.0
+        report.error = "; ".join([*run.problems, *(f"tampered: {t}" for t in tampers)])
+    report.tampered = bool(tampers)
+    report.tamper_reasons = tampers
+    report.test_exit_code = run.exit_code
+    report.test_output = run.output
     return report
+
+
+__all__ = ["BaseConfig", "GradeReport", "TestOutcome", "grade_prepared", "judge", "score"]

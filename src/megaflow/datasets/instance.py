@@ -16,11 +16,18 @@ MegaFlow adds:
   with that image, and nothing is read on the host.
 * ``megaflow_reward``: ``binary`` (1 if resolved, else 0; the default) or
   ``fraction`` (the share of FAIL_TO_PASS and PASS_TO_PASS tests that pass).
-* ``megaflow_test_format``: what the tests' log is read as: ``pytest`` (the
-  default; the command gets ``-rA`` and the test files) or ``django`` (Django's
-  runner at ``--verbosity 2``, or ``python -m unittest -v``: the command runs as
-  given, so it names its own test labels, and must be set).
-* ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless set.
+* ``megaflow_test_format``: how results are taken: ``pytest`` (the default;
+  the tests run under MegaFlow's own reporter, which signs each result, and
+  nothing they print is believed; :mod:`megaflow.datasets.pytest_channel`),
+  ``pytest_log`` (``pytest -rA`` summary lines read from the output, as the
+  SWE-bench harness reads them: for a runner MegaFlow cannot start itself,
+  such as a script in an image without Python; the code under test can print
+  such lines) or ``django`` (Django's runner at ``--verbosity 2``, or ``python
+  -m unittest -v``, read from the output: the command runs as given, so it
+  names its own test labels, and must be set).
+* ``megaflow_test_cmd``: the test runner command; ``python3 -m pytest`` unless
+  set. Under ``pytest`` it is ``<python> -m pytest [options]`` or ``pytest
+  [options]`` (:func:`pytest_invocation`).
 * ``megaflow_test_timeout_s``: how long the test run may take.
 
 Other fields found in SWE-bench exports (``version``, ``hints_text``...) are
@@ -30,6 +37,7 @@ kept as they are and ignored.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, Self
@@ -37,6 +45,30 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from megaflow.core.tasks import check_id
+
+_SHELL = set("|&;<>()$`\n")
+
+
+def pytest_invocation(cmd: str) -> tuple[str, list[str], bool]:
+    """``(python, options, as_module)`` of a ``megaflow_test_cmd`` under the
+    ``pytest`` format: ``<python> -m pytest [options]`` or ``pytest [options]``
+    (run by ``python3``). Grading starts that interpreter itself, isolated, so
+    a shell line (``cd x && pytest``) cannot be honoured: such a runner is a
+    ``pytest_log`` instance."""
+    plain = not any(ch in _SHELL for ch in cmd)
+    try:
+        words = shlex.split(cmd) if plain else []
+    except ValueError:
+        words, plain = [], False
+    if plain and len(words) >= 3 and words[1:3] == ["-m", "pytest"]:
+        return words[0], words[3:], True
+    if plain and words and PurePosixPath(words[0]).name in ("pytest", "py.test"):
+        return "python3", words[1:], False
+    raise ValueError(
+        f"megaflow_test_cmd {cmd!r} is not '<python> -m pytest [options]' or 'pytest "
+        "[options]', which the pytest format needs; set megaflow_test_format to "
+        "'pytest_log' to read a pytest -rA log printed by another command"
+    )
 
 
 class _Source(BaseModel):
@@ -155,7 +187,7 @@ class SWEInstance(BaseModel):
     PASS_TO_PASS: list[str] = Field(default_factory=list)
     megaflow_source: RepoSource
     megaflow_reward: Literal["binary", "fraction"] = "binary"
-    megaflow_test_format: Literal["pytest", "django"] = "pytest"
+    megaflow_test_format: Literal["pytest", "pytest_log", "django"] = "pytest"
     megaflow_test_cmd: str = "python3 -m pytest"
     megaflow_test_timeout_s: float = Field(600.0, gt=0)
 
@@ -186,6 +218,8 @@ class SWEInstance(BaseModel):
                 "megaflow_test_format 'django' needs megaflow_test_cmd, the runner with its "
                 "test labels, e.g. './tests/runtests.py --verbosity 2 --parallel 1 app'"
             )
+        if self.megaflow_test_format == "pytest":
+            pytest_invocation(self.megaflow_test_cmd)  # ValueError names the field
         return self
 
     def test_files(self) -> list[str]:
