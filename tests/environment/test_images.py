@@ -89,6 +89,7 @@ def images(
             "FAIL_TO_PASS": ["tests/test_app.py::test_value"],
             "PASS_TO_PASS": ["tests/test_app.py::test_present"],
             "megaflow_source": {"type": "image", "image": names[0]},
+            "megaflow_test_format": "pytest_log",  # a script in an image without Python
             "megaflow_test_cmd": "sh run_tests.sh",
         }
     )
