@@ -4,15 +4,19 @@ Each sandbox gets one group per controller, at
 ``<controller mount>/megaflow/<owner>/<sandbox id>`` where ``<owner>`` names
 the MegaFlow process (pid and start time) that made it. The reaper uses that
 owner part to find groups a crashed process left behind. On v1 there is one
-hierarchy per controller (memory, cpu, cpuacct, pids); on v2 a single unified
-hierarchy with the three controllers enabled below ``megaflow``.
+hierarchy per controller (memory, cpu, cpuacct, pids, and freezer where it is
+mounted); on v2 a single unified hierarchy with the three controllers enabled
+below ``megaflow`` (freezing is built into v2).
+
+The processes that must outlive a kill (bubblewrap, the sandbox's init and
+the exec server) are read from the group right after the sandbox started,
+before anything of the agent ran (:meth:`SandboxCgroup.pin`); every kill
+after that ends all the others through the group (:mod:`.freezer`).
 """
 
 from __future__ import annotations
 
 import errno
-import os
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +24,12 @@ from typing import Literal
 
 from megaflow.core.errors import ConfigError
 from megaflow.environment.abstract import SandboxResources, SandboxStats
+from megaflow.environment.local import freezer
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP = "megaflow"
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
+V1_FREEZER = "freezer"  # optional: without it a sandbox whose kill leaves a survivor is destroyed
 V2_CONTROLLERS = ("memory", "cpu", "pids")
 CFS_PERIOD_US = 100_000
 CgroupMode = Literal["auto", "v1", "v2", "off"]
@@ -92,6 +98,8 @@ def detect(mode: CgroupMode, root: Path = CGROUP_ROOT) -> CgroupLayout | None:
     if mode in ("auto", "v2") and v2_ok:
         layout = CgroupLayout(2, dict.fromkeys(V2_CONTROLLERS, v2_dir))
     elif mode in ("auto", "v1") and len(v1_mounts) == len(V1_CONTROLLERS):
+        if (root / V1_FREEZER / "cgroup.procs").exists():
+            v1_mounts[V1_FREEZER] = root / V1_FREEZER
         layout = CgroupLayout(1, v1_mounts)
     else:
         missing = [c for c in V1_CONTROLLERS if c not in v1_mounts]
@@ -119,6 +127,44 @@ class SandboxCgroup:
     def __init__(self, layout: CgroupLayout, owner: str, sandbox_id: str) -> None:
         self.layout = layout
         self.dirs = {c: layout.base(c) / owner / sandbox_id for c in layout.mounts}
+        self.kept: set[int] | None = None
+        """Host pids of bubblewrap, the sandbox's init and the exec server."""
+        self.kept_tasks = 0
+
+    @property
+    def freeze_dir(self) -> Path | None:
+        """The group whose freezing stops every process of the sandbox."""
+        return self.dirs["memory"] if self.layout.version == 2 else self.dirs.get(V1_FREEZER)
+
+    def pin(self) -> None:
+        """Record the processes a kill leaves alive: call it once the exec
+        server said hello and before any command runs, when the group holds
+        only bubblewrap, the sandbox's init and the server."""
+        self.kept = freezer.members(self.dirs["pids"])
+        self.kept_tasks = freezer.tasks(self.dirs["pids"])
+
+    def only_kept(self) -> bool:
+        """Whether nothing but the pinned processes lives in the sandbox (one
+        task count and one membership read: cheap enough for every kill)."""
+        pids = self.dirs["pids"]
+        return (
+            self.kept is not None
+            and freezer.tasks(pids) == self.kept_tasks
+            and freezer.members(pids) == self.kept
+        )
+
+    def end_others(self, timeout: float = 5.0) -> bool:
+        """Kill every process but the pinned ones (freeze, kill, thaw, until
+        only they remain); False if that cannot be made true."""
+        if self.kept is None:
+            return False
+        try:
+            return freezer.end_all_but(
+                self.freeze_dir, self.layout.version, self.dirs["pids"],
+                self.kept, self.kept_tasks, timeout,
+            )  # fmt: skip
+        except OSError:
+            return False
 
     def paths(self) -> list[Path]:
         return sorted(set(self.dirs.values()))
@@ -184,6 +230,10 @@ class SandboxCgroup:
         remove_groups(self.paths(), timeout)
 
 
+def _kills_whole(group: Path) -> bool:
+    return (group / "cgroup.kill").exists() or (group / "freezer.state").exists()
+
+
 def pids_in(paths: list[Path]) -> set[int]:
     found: set[int] = set()
     for path in paths:
@@ -195,15 +245,13 @@ def pids_in(paths: list[Path]) -> set[int]:
 
 
 def remove_groups(paths: list[Path], timeout: float = 5.0) -> None:
-    """Kill whatever still runs in the groups, then remove them (deepest first)."""
+    """Kill whatever still runs in the groups, then remove them (deepest first;
+    a freezer or v2 group before the others, as it ends its processes by
+    construction)."""
     deadline = time.monotonic() + timeout
-    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+    for path in sorted(paths, key=lambda p: (-len(p.parts), not _kills_whole(p))):
         while path.exists():
-            for pid in pids_in([path]):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            freezer.kill_group(path)
             try:
                 path.rmdir()
             except FileNotFoundError:

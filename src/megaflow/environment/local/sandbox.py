@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from megaflow.core.errors import SandboxError
+from megaflow.core.errors import SandboxError, SandboxTimeout
 from megaflow.environment.abstract import (
     DEFAULT_OUTPUT_CAP,
     EnvironmentSpec,
@@ -138,11 +138,47 @@ class LocalSandbox(Sandbox):
         return body
 
     async def reset(self) -> None:
-        await self._chan().call({"op": "reset"}, timeout=30.0)
-        await asyncio.to_thread(workspace.restore, self.dir)
+        """Kill every process, clear the IPC namespace, restore the files.
+
+        Only a sandbox whose cgroup proves every process of the last task gone
+        is reset; otherwise (a survivor, no cgroups, a failed restore) it is
+        destroyed and :class:`SandboxError` raised, so a pool never reuses it."""
+        if self.cgroup is None:
+            await self.teardown()
+            raise SandboxError(
+                f"sandbox {self.id} cannot be reset without cgroups (the local runtime's "
+                "cgroups option is 'off'): nothing proves every process of its last task "
+                "is gone. It was destroyed; use ephemeral sandboxes or enable cgroups"
+            )
+        await self._end_processes("reset")
+        try:
+            await asyncio.to_thread(workspace.restore, self.dir)
+        except Exception as e:
+            await self.teardown()
+            raise SandboxError(f"sandbox {self.id}: restoring its files failed ({e}); "
+                               "it was destroyed") from e  # fmt: skip
 
     async def kill_processes(self) -> None:
-        await self._chan().call({"op": "kill"}, timeout=30.0)
+        await self._end_processes("kill")
+
+    async def _end_processes(self, op: str) -> None:
+        """The exec server kills everything but itself and init through the pid
+        namespace; then the host checks the cgroup, which must hold only the
+        processes pinned at start, and ends any other by freezing the group.
+        A sandbox where that fails is destroyed."""
+        try:
+            await self._chan().call({"op": op}, timeout=30.0)
+        except (SandboxError, SandboxTimeout):
+            await self.teardown()
+            raise
+        if self.cgroup is None or self.cgroup.only_kept():  # the usual case: two reads
+            return
+        if not await asyncio.to_thread(self.cgroup.end_others):
+            await self.teardown()
+            raise SandboxError(
+                f"sandbox {self.id}: a process outlived the kill (its cgroup still holds "
+                "more than bubblewrap, init and the exec server); it was destroyed"
+            )
 
     def open_terminal(
         self, argv: list[str], rows: int = 24, cols: int = 80, env: dict[str, str] | None = None

@@ -30,13 +30,15 @@ AF_INET, AF_INET6, AF_PACKET = 2, 10, 17
 
 # Refused outright: mounts, keyrings, bpf, namespaces by fd, kernel modules and
 # images, swap, reboot, userfaultfd, perf, io_uring (it can open sockets and
-# files without the system calls this filter sees).
+# files without the system calls this filter sees), and POSIX message queues
+# (they outlive their processes in the sandbox's IPC namespace and cannot be
+# listed without mounting their file system, so a reset could not clear them).
 DENIED = (
     "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr", "keyctl", "add_key", "request_key", "bpf",
     "setns", "kexec_load", "kexec_file_load", "init_module", "finit_module",
     "delete_module", "swapon", "swapoff", "reboot", "userfaultfd", "perf_event_open",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "mq_open",
 )  # fmt: skip
 
 
@@ -57,6 +59,7 @@ ARCHES = {
         "delete_module": 176, "kexec_load": 246, "add_key": 248, "request_key": 249,
         "keyctl": 250, "unshare": 272, "perf_event_open": 298, "setns": 308,
         "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
+        "mq_open": 240,
     }, x32=True),
     "aarch64": Arch(0xC00000B7, {
         **_COMMON, "umount2": 39, "mount": 40, "pivot_root": 41, "unshare": 97,
@@ -64,6 +67,7 @@ ARCHES = {
         "reboot": 142, "socket": 198, "add_key": 217, "request_key": 218, "keyctl": 219,
         "clone": 220, "swapon": 224, "swapoff": 225, "perf_event_open": 241, "setns": 268,
         "finit_module": 273, "bpf": 280, "userfaultfd": 282, "kexec_file_load": 294,
+        "mq_open": 180,
     }, x32=False),
 }  # fmt: skip
 

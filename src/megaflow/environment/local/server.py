@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         exec_child,
         kill_all,
         pty_child,
+        remove_ipc,
     )
 else:
     import _signal as signal
@@ -290,16 +291,14 @@ class Server:
         self.send({"id": head["id"]}, pack(head["path"]))
 
     def op_kill(self, head: Head, body: bytes) -> None:
-        self.kill_all()
+        kill_all(self.reap)
         self.send({"id": head["id"]})
 
     def op_reset(self, head: Head, body: bytes) -> None:
-        self.kill_all()
-        self.send({"id": head["id"]})
-
-    def kill_all(self) -> None:
-        """Kill every process but this server and the sandbox's init."""
+        """Kill every process, then remove what outlives processes in the
+        sandbox's IPC namespace; the host restores the files afterwards."""
         kill_all(self.reap)
+        self.send({"id": head["id"], "ipc_removed": remove_ipc()})
 
 
 if __name__ in ("__main__", "mfserver"):

@@ -14,6 +14,7 @@ group. :class:`Job` is one running command as the server tracks it.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -112,28 +113,64 @@ class Job:
         buf += data
 
 
-def kill_all(reap: Callable[[], None]) -> None:
-    """Kill every process but this server and the sandbox's init, calling
-    ``reap`` to collect the server's own children as they die."""
-    keep = {1, os.getpid()}
-    for _ in range(200):
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
-        alive = [p for p in pids if not _is_zombie(p)]
-        if not alive:
-            break
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        reap()
-        time.sleep(0.002)
-    reap()
+def kill_all(reap: Callable[[], None], timeout: float = 10.0) -> None:
+    """SIGKILL every process of the sandbox but this server and its init, and
+    wait until none is left, not even one unreaped; ``reap`` collects the
+    server's own children as they die.
+
+    ``kill(-1)`` signals every process of this pid namespace (and of any below
+    it) but init and the caller, in one system call: a fork racing it either
+    finished before it (the child is signalled too) or fails because the parent
+    already has SIGKILL pending. Nothing is read from ``/proc``, whose state
+    the processes control (a name that looks like a zombie's, a pid that hops
+    faster than a listing). ``kill(-1, 0)`` finds zombies too, so ESRCH means
+    nothing is left. The host then checks the sandbox's cgroup as well."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+            reap()
+            os.kill(-1, 0)
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            raise OSError(errno.ETIMEDOUT, "processes of the sandbox outlived kill(-1)")
+        time.sleep(0.001)
 
 
-def _is_zombie(pid: int) -> bool:
+_IPC_RMID = 0
+
+
+def remove_ipc() -> int:
+    """Remove every System V shared memory segment, message queue and semaphore
+    set of the sandbox's IPC namespace (they outlive their processes, so a
+    persistent sandbox would hand them to the next task); return how many.
+    The ids come from ``/proc/sysvipc`` (the kernel's list, which no process
+    can hide an entry from). Removal runs as the agent, who created them all
+    (creator or owner may remove; the server has no CAP_SYS_ADMIN)."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}", "rb") as f:
+            found += [(kind, int(line.split()[1])) for line in f.read().splitlines()[1:]]
+    if not found:
+        return 0
+    import ctypes  # only when there is something to remove (about 10 ms)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = {"shm": libc.shmctl, "msg": libc.msgctl, "sem": libc.semctl}
+    os.setegid(AGENT)
+    os.seteuid(AGENT)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True
+        for kind, ident in found:
+            if kind == "sem":
+                calls[kind](ident, 0, _IPC_RMID)
+            else:
+                calls[kind](ident, _IPC_RMID, None)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}", "rb") as f:
+            if len(f.read().splitlines()) > 1:
+                raise OSError(errno.EBUSY, f"a System V {kind} object could not be removed")
+    return len(found)

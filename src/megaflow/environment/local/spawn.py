@@ -4,7 +4,9 @@ bubblewrap starts as an unprivileged host uid (through ``setpriv``) with
 ``--userns-block-fd`` and ``--info-fd``; from the info this process learns
 the sandbox's pid, writes its user namespace's uid/gid maps, puts bubblewrap
 and that pid into the sandbox's cgroups, and only then lets it go on, so
-nothing runs inside before the maps and limits hold. The seccomp program is
+nothing runs inside before the maps and limits hold. Once the exec server
+says hello, the processes in the cgroup are pinned as the ones every later
+kill leaves alive. The seccomp program is
 passed in a memfd (``--seccomp``). The process is watched by a pidfd
 (:mod:`.process`), not by a thread of its own.
 """
@@ -114,3 +116,12 @@ async def start(
         raise SandboxStartError(
             f"sandbox {sb.id} did not start: {e}; bubblewrap said: {log_text[-1000:] or '-'}"
         ) from e
+    if sb.cgroup is not None:  # before any command: only bubblewrap, init and the server
+        sb.cgroup.pin()
+        kept = sb.cgroup.kept or set()
+        if sb.proc.pid not in kept or child not in kept or sb.cgroup.kept_tasks != len(kept):
+            raise SandboxStartError(
+                f"sandbox {sb.id}: its cgroup holds {sorted(kept)} ({sb.cgroup.kept_tasks} "
+                f"tasks) after start, not bubblewrap ({sb.proc.pid}), its init ({child}) "
+                "and the exec server alone"
+            )

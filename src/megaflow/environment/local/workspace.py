@@ -11,6 +11,10 @@ the three directories, what the host places in them, and what a restore
 copies back (each entry gets the owner it had when the snapshot was taken).
 With ``disk_mb`` the three directories live on one tmpfs of that size
 mounted at ``rw``, so they are still plain host directories for this code.
+
+What is below the three directories is the sandbox's to write, so the host
+reaches it only through :mod:`.safe_tree` (descriptors, never a path that a
+planted symlink could redirect): emptying, copying and chowning it.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from megaflow.core.errors import InvalidInput, SandboxStartError
+from megaflow.environment.local import safe_tree
 from megaflow.environment.local.images import safe_members
 from megaflow.environment.local.userns import mount_tmpfs
 
 RW_PARTS = ("ws", "tmp", "home")
+PART_MODES = {"ws": 0o755, "tmp": 0o1777, "home": 0o755}
 
 
 Owner = tuple[int, int]
@@ -41,15 +47,14 @@ def make_dirs(sandbox_dir: Path, owner: Owner, disk_bytes: int | None = None) ->
     for part in RW_PARTS:
         (rw / part).mkdir()
         os.chown(rw / part, *owner)
-    (rw / "tmp").chmod(0o1777)
+        (rw / part).chmod(PART_MODES[part])
     return rw
 
 
 def chown_tree(root: Path, owner: Owner) -> None:
-    """lchown ``root``'s content (not ``root``) to ``owner``; symlinks are not followed."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), *owner)
+    """Give ``root``'s content (not ``root``) to ``owner``; no link is followed."""
+    with safe_tree.opened(root) as fd:
+        safe_tree.chown_tree(fd, owner)
 
 
 def place_files(rw: Path, files: dict[str, str], owner: Owner) -> None:
@@ -96,46 +101,40 @@ def _place_repo(rw: Path, repo: str) -> None:
         )
 
 
-def _empty(directory: Path) -> None:
-    for entry in os.scandir(directory):
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
-        else:
-            os.unlink(entry.path)
-
-
 def is_empty(sandbox_dir: Path) -> bool:
     rw = sandbox_dir / "rw"
     return not any(any(os.scandir(rw / part)) for part in RW_PARTS)
 
 
-def _copy_owned(src: Path, dst: Path) -> None:
-    """copytree (symlinks as symlinks) that keeps every entry's owner, as root can."""
-    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
-    if os.geteuid() != 0:
-        return  # unprivileged: everything is the caller's anyway
-    for dirpath, dirnames, filenames in os.walk(src):
-        rel = os.path.relpath(dirpath, src)
-        for name in [".", *dirnames, *filenames]:
-            st = os.lstat(os.path.join(dirpath, name))
-            os.lchown(os.path.normpath(os.path.join(dst, rel, name)), st.st_uid, st.st_gid)
+def _copy_part(src: Path, dst: Path) -> None:
+    """``src``'s content into the empty ``dst``, and its own owner and mode
+    onto ``dst``, keeping every entry's owner (as root)."""
+    with safe_tree.opened(src) as src_fd, safe_tree.opened(dst) as dst_fd:
+        safe_tree.copy_tree(src_fd, dst_fd)
+        safe_tree.set_attrs(dst_fd, os.fstat(src_fd), None)
 
 
 def snapshot(sandbox_dir: Path) -> None:
     """Copy ``rw`` to ``snap``; nothing to copy when it is empty (no snap dir)."""
     snap = sandbox_dir / "snap"
-    shutil.rmtree(snap, ignore_errors=True)
+    shutil.rmtree(snap, ignore_errors=True)  # the host's own directory
     if not is_empty(sandbox_dir):
         snap.mkdir(mode=0o700)
         for part in RW_PARTS:
-            _copy_owned(sandbox_dir / "rw" / part, snap / part)
+            (snap / part).mkdir(mode=0o700)
+            _copy_part(sandbox_dir / "rw" / part, snap / part)
 
 
 def restore(sandbox_dir: Path) -> None:
     """Put ``rw`` back to the snapshot. The directories themselves stay (they
-    are mount points inside the sandbox); only their content is replaced."""
+    are mount points inside the sandbox); their content is removed and copied
+    back, their extended attributes removed and their mode put back."""
     rw, snap = sandbox_dir / "rw", sandbox_dir / "snap"
     for part in RW_PARTS:
-        _empty(rw / part)
+        with safe_tree.opened(rw / part) as fd:
+            safe_tree.clear(fd)
+            safe_tree.clear_xattrs(fd)
+            if not snap.is_dir():
+                os.fchmod(fd, PART_MODES[part])
         if snap.is_dir():
-            _copy_owned(snap / part, rw / part)
+            _copy_part(snap / part, rw / part)
