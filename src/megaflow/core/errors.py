@@ -100,6 +100,11 @@ class SandboxError(InfraError):
     """A sandbox failed or misbehaved."""
 
 
+class SandboxFileError(SandboxError):
+    """A file operation in a live sandbox failed: the file's doing (it is too
+    large, unreadable, a directory), not the sandbox's."""
+
+
 class SandboxStartError(SandboxError):
     """A sandbox could not be created or started."""
 

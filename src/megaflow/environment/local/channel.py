@@ -21,7 +21,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from megaflow.core.errors import NotFound, SandboxError, SandboxTimeout
+from megaflow.core.errors import NotFound, SandboxError, SandboxFileError, SandboxTimeout
 
 HDR = struct.Struct(">II")
 MARSHAL_VERSION = 4
@@ -153,7 +153,9 @@ class Channel:
             where = head.get("path") or head.get("dest") or ""
             if reply.get("errno") == errno.ENOENT:
                 raise NotFound(f"sandbox {self._name}: no such file {where!r}")
-            raise SandboxError(f"sandbox {self._name}: {head['op']} {where!r}: {reply['error']}")
+            raise SandboxFileError(
+                f"sandbox {self._name}: {head['op']} {where!r}: {reply['error']}"
+            )
         return reply, data
 
     def _send(self, head: dict[str, Any], body: bytes = b"") -> int:
