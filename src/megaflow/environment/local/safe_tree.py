@@ -98,9 +98,14 @@ def clear(dir_fd: int, depth: int = 0) -> None:
                 clear(sub, _deeper(depth))
             finally:
                 os.close(sub)
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.rmdir(name, dir_fd=dir_fd)
-            break
+                break
+            except FileNotFoundError:
+                break
+            except OSError as e:  # swapped for a link, or written to meanwhile
+                if e.errno not in (errno.ENOTDIR, errno.ENOTEMPTY):
+                    raise
         else:
             raise SandboxError(f"cannot remove {name!r}: it keeps changing")
 
