@@ -41,6 +41,7 @@ from megaflow.core.errors import AgentError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
 from megaflow.core.trajectory import Trajectory
+from megaflow.datasets.calibration import Calibration, calibrate
 from megaflow.datasets.candidate import Candidate, extract_patch
 from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
 from megaflow.datasets.instance import SWEInstance
@@ -76,6 +77,7 @@ class AgentExecutor(TaskExecutor):
         self.artifacts = artifacts
         self.base_spec = base_spec
         self.metrics = metrics
+        self._calibrations: dict[str, asyncio.Future[Calibration]] = {}
 
     def _arm(self, task: TaskSpec) -> Arm:
         try:
@@ -107,7 +109,10 @@ class AgentExecutor(TaskExecutor):
             report = None
             if instance is not None and candidate is not None:
                 strict = arm.grading.strict_for(task.type)
-                report = await self._grade(task, spec, instance, candidate, times, strict)
+                allowed: frozenset[str] = frozenset()
+                if arm.grading.calibrate:
+                    allowed = (await self._calibrated(task, spec, instance)).allowed
+                report = await self._grade(task, spec, instance, candidate, times, strict, allowed)
             times["grade_s"] = time.perf_counter() - t2
             patch = candidate.patch if candidate is not None else None
             return await self._finish(ctx, traj, report, patch, times, failure)
@@ -173,6 +178,7 @@ class AgentExecutor(TaskExecutor):
         candidate: Candidate,
         times: dict[str, float],
         strict: bool,
+        allowed: frozenset[str],
     ) -> GradeReport:
         """Grade the candidate in a fresh sandbox. A grading problem (tests hang,
         the test patch does not apply) is recorded in the report and leaves the
@@ -184,7 +190,31 @@ class AgentExecutor(TaskExecutor):
             times["grade_sandbox_start_s"] = time.perf_counter() - t0
             await prepare_sandbox(grader, instance)
             times["grade_prepare_s"] = time.perf_counter() - t0 - times["grade_sandbox_start_s"]
-            return await grade_prepared(grader, instance, candidate.patch, strict)
+            return await grade_prepared(grader, instance, candidate.patch, strict, allowed)
+
+    async def _calibrated(
+        self, task: TaskSpec, spec: EnvironmentSpec, instance: SWEInstance
+    ) -> Calibration:
+        """The instance's calibration, made once per executor (every sample of the
+        instance waits for the same one); a failed one is tried again next time."""
+        key = f"{instance.instance_id}\0{spec.key()}"
+        job = self._calibrations.get(key)
+        if job is None:
+            job = asyncio.ensure_future(self._calibrate(task, spec, instance))
+            self._calibrations[key] = job
+        try:
+            return await asyncio.shield(job)
+        except Exception:
+            if self._calibrations.get(key) is job:
+                del self._calibrations[key]
+            raise
+
+    async def _calibrate(
+        self, task: TaskSpec, spec: EnvironmentSpec, instance: SWEInstance
+    ) -> Calibration:
+        async with self._sandbox(task, spec) as sandbox:
+            await prepare_sandbox(sandbox, instance)
+            return await calibrate(sandbox, instance)
 
     async def _finish(
         self,
@@ -207,12 +237,14 @@ class AgentExecutor(TaskExecutor):
         success = report.resolved if report else traj.meta.get("exit_status") == "submitted"
         reward = report.reward if report else float(success)
         error = report.error if report else None
+        kind = ErrorKind.TAMPERED if report is not None and report.tampered else None
         if failure is not None:  # the agent's own failure: a sample with reward 0
             success, reward, error = False, 0.0, f"{type(failure).__name__}: {failure}"
+            kind = ErrorKind.AGENT
         if self.metrics is not None:
-            kind = str(traj.meta["task_type"])
+            task_type = str(traj.meta["task_type"])
             total = sum(times[k] for k in ("sandbox_start_s", "prepare_s", "agent_s", "grade_s"))
-            self.metrics.task_done(task.run_id, kind, total, success, reward)
+            self.metrics.task_done(task.run_id, task_type, total, success, reward)
             for call in traj.model_calls:
                 self.metrics.model_call(
                     task.run_id, call.duration_s, call.prompt_tokens, call.completion_tokens
@@ -227,7 +259,7 @@ class AgentExecutor(TaskExecutor):
                 "tokens": float(traj.tokens),
             },
             artifacts=artifacts,
-            error_kind=ErrorKind.AGENT if failure is not None else None,
+            error_kind=kind,
             error=error,
         )
 

@@ -88,6 +88,7 @@ ERROR_LABELS = {
     ErrorKind.INFRA_LOST: "infra lost",
     ErrorKind.TIMEOUT: "timed out",
     ErrorKind.CANCELLED: "cancelled",
+    ErrorKind.TAMPERED: "tampered",
 }
 OUTCOMES = (
     *(s.value for s in TaskState if not s.terminal),

@@ -100,6 +100,11 @@ class SandboxError(InfraError):
     """A sandbox failed or misbehaved."""
 
 
+class GradingEnvironmentError(InfraError):
+    """An instance cannot be graded here: its test patch does not apply to the
+    base, its runner does not start, or its tests fail without any patch."""
+
+
 class SandboxFileError(SandboxError):
     """A file operation in a live sandbox failed: the file's doing (it is too
     large, unreadable, a directory), not the sandbox's."""

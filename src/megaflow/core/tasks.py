@@ -56,6 +56,8 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"
     INFRA_LOST = "infra_lost"
     """An attempt lost with its control plane or instance (recorded on resume)."""
+    TAMPERED = "tampered"
+    """Graded, with reward 0: the patched code reached into the test runner or its results."""
 
 
 class Outcome(StrEnum):

@@ -19,6 +19,14 @@ class GradingConfig(BaseModel):
             "lenient rule for the others."
         ),
     )
+    calibrate: bool = Field(
+        True,
+        description=(
+            "Before the first sample of an instance is graded, grade its base commit once "
+            "(test patch applies, runner starts, PASS_TO_PASS pass): a broken grading "
+            "environment is then an infrastructure error, never reward 0 for every sample."
+        ),
+    )
     max_patch_kb: int = Field(
         4096, ge=1, le=1_048_576, description="Largest candidate patch; a larger one fails."
     )

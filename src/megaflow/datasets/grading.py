@@ -196,11 +196,8 @@ async def grade_prepared(
     why = await apply_test_patch(sandbox, instance)
     if why is not None:
         return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
-    if _reported(instance):
-        untrusted = untrusted_files(patch_files(text), patch_files(instance.test_patch))
-        run = await run_reported(sandbox, instance, untrusted, config)
-    else:
-        run = await _run_logged(sandbox, instance)
+    untrusted = untrusted_files(patch_files(text), patch_files(instance.test_patch))
+    run = await run_tests(sandbox, instance, untrusted, config)
     report = judge(instance, run, strict, allowed)
     report.model_patch = text
     report.patch_sha256 = hashlib.sha256(raw).hexdigest()
@@ -210,6 +207,16 @@ async def grade_prepared(
 
 def _reported(instance: SWEInstance) -> bool:
     return instance.megaflow_test_format == "pytest"
+
+
+async def run_tests(
+    sandbox: Sandbox, instance: SWEInstance, untrusted: list[str], config: BaseConfig | None
+) -> ChannelRun:
+    """Run the instance's tests in its format: through the reporter (``pytest``,
+    with the base ``config`` found before any patch) or read from its log."""
+    if _reported(instance):
+        return await run_reported(sandbox, instance, untrusted, config)
+    return await _run_logged(sandbox, instance)
 
 
 async def apply_test_patch(sandbox: Sandbox, instance: SWEInstance) -> str | None:
