@@ -230,10 +230,6 @@ class SandboxCgroup:
         remove_groups(self.paths(), timeout)
 
 
-def _kills_whole(group: Path) -> bool:
-    return (group / "cgroup.kill").exists() or (group / "freezer.state").exists()
-
-
 def pids_in(paths: list[Path]) -> set[int]:
     found: set[int] = set()
     for path in paths:
@@ -246,10 +242,10 @@ def pids_in(paths: list[Path]) -> set[int]:
 
 def remove_groups(paths: list[Path], timeout: float = 5.0) -> None:
     """Kill whatever still runs in the groups, then remove them (deepest first;
-    a freezer or v2 group before the others, as it ends its processes by
+    one that can be frozen before the others, as it ends its processes by
     construction)."""
     deadline = time.monotonic() + timeout
-    for path in sorted(paths, key=lambda p: (-len(p.parts), not _kills_whole(p))):
+    for path in sorted(paths, key=lambda p: (-len(p.parts), not freezer.can_freeze(p))):
         while path.exists():
             freezer.kill_group(path)
             try:

@@ -15,8 +15,8 @@ controller's count (``pids.current``, which counts every task from fork
 until it is reaped, zombies included).
 
 cgroup v1 freezes through the ``freezer`` controller (``freezer.state``),
-v2 through ``cgroup.freeze`` and ``cgroup.events``; v2's ``cgroup.kill``
-ends a whole group in one write where nothing of it needs to stay.
+v2 through ``cgroup.freeze`` and ``cgroup.events``. v2's ``cgroup.kill`` is
+not used: it misses a process whose leader thread exited (:func:`kill_group`).
 """
 
 from __future__ import annotations
@@ -118,14 +118,24 @@ def end_all_but(
 
 
 def kill_group(group: Path) -> None:
-    """Kill everything in ``group`` for good (it is being removed): v2's
-    ``cgroup.kill``, else freeze and kill where a freezer is, else by pid."""
-    if (group / "cgroup.kill").exists():
-        with contextlib.suppress(OSError):
-            (group / "cgroup.kill").write_text("1")
+    """Kill everything in ``group`` for good (it is being removed): freeze and
+    kill where it can be frozen, else by pid.
+
+    Not v2's ``cgroup.kill``: it signals each process's leader thread alone,
+    and a process whose leader has exited while another thread runs (what
+    ``/proc`` shows as a zombie) ignores that and lives on (seen on 6.18);
+    ``kill(2)`` of its pid reaches the whole process."""
+    version: Version | None = None
+    if (group / "cgroup.freeze").exists():
+        version = 2
+    elif (group / "freezer.state").exists():
+        version = 1
+    if version is None:
+        kill_frozen(group, set())
         return
-    if (group / "freezer.state").exists():
-        with contextlib.suppress(OSError), frozen(group, 1, time.monotonic() + 2.0):
-            kill_frozen(group, set())
-        return
-    kill_frozen(group, set())
+    with contextlib.suppress(OSError), frozen(group, version, time.monotonic() + 2.0):
+        kill_frozen(group, set())
+
+
+def can_freeze(group: Path) -> bool:
+    return (group / "cgroup.freeze").exists() or (group / "freezer.state").exists()
