@@ -6,7 +6,10 @@ takes it back:
 - **ephemeral**: every task gets a fresh sandbox, destroyed on release;
 - **persistent**: per spec, between ``min`` and ``max`` sandboxes are kept;
   on release a sandbox is reset (processes killed, workspace restored to the
-  snapshot taken after setup) and waits for the next task.
+  snapshot taken after setup) and waits for the next task. A sandbox whose
+  reset fails for any reason is destroyed, never handed out again: the
+  runtime's reset fails whenever it cannot prove every process of the last
+  task gone and its files restored.
 
 In both modes a **warm share** of spare, started sandboxes is kept per spec:
 ``ceil(warm_share * max(busy, min, 1))`` of them (none when the share is 0),
@@ -173,11 +176,13 @@ class SandboxPool(Lifecycle):
             pool.busy.discard(sandbox.id)
         sandbox.info.owner = None
         keep = self.mode == "persistent" and not broken and not self._closed and pool is not None
+        failure: Exception | None = None
         if keep:
             try:
                 await sandbox.reset()
-            except MegaFlowError:
+            except Exception as e:  # whatever failed, a sandbox not reset is never reused
                 keep = False
+                failure = None if isinstance(e, MegaFlowError) else e
                 if self.metrics is not None:
                     self.metrics.failed(self.runtime.name, "reset")
         if keep and pool is not None and pool.total < self.cfg.max:
@@ -188,6 +193,8 @@ class SandboxPool(Lifecycle):
             async with pool.freed:
                 pool.freed.notify()
             pool.wake.set()
+        if failure is not None:
+            raise failure
 
     async def _start_spare(self, pool: _SpecPool) -> None:
         pool.starting += 1
