@@ -81,6 +81,13 @@ class TrainingConfig(TrainerConfig):
     updates: bool = Field(
         True, description="false: the same loop without optimizer steps (the control)."
     )
+    max_steps_without_signal: int | None = Field(
+        5,
+        ge=1,
+        description="Stop with an error after this many steps in a row in which no group's "
+        "graded rewards differ (nothing to learn from: every sample 0, or every sample "
+        "lost); None: never stop for it.",
+    )
     out_dir: str = Field(
         ".megaflow/train", description="The learning curve goes to OUT_DIR/<run id>/."
     )

@@ -173,6 +173,7 @@ class TrainLoop:
     async def _train(self, rollouts: Rollouts, model: ModelClient, first: int) -> None:
         tc = self.tc
         runs: dict[int, str] = {}
+        flat = 0  # steps in a row with no graded signal
         for step in range(first, tc.steps + 1):
             t0 = time.perf_counter()
             for s in range(step, min(tc.steps, step + tc.ahead) + 1):
@@ -180,6 +181,8 @@ class TrainLoop:
                     runs[s] = await self._submit(rollouts, s)
             batch = await rollouts.collect(runs.pop(step))
             _check_usable(batch, step, self.run_id)
+            flat = 0 if has_signal(batch) else flat + 1
+            _check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
             groups, stale = apply_staleness(
                 batch.groups, self.version, max_staleness=tc.max_staleness,
                 stale=tc.stale, decay=tc.reweight_decay,
@@ -250,6 +253,30 @@ def _check_usable(batch: Batch, step: int, run_id: str) -> None:
             f"nothing to train on; the first, {sid}: {why}. Fix the cause and continue "
             f"with --resume {run_id}"
         )
+
+
+def has_signal(batch: Batch) -> bool:
+    """Whether some group's graded rewards differ: GRPO learns only from those."""
+    for group in batch.groups:
+        rewards = {s.reward for s in group if not s.masked}
+        if len(rewards) > 1:
+            return True
+    return False
+
+
+def _check_signal(batch: Batch, flat: int, step: int, limit: int | None, run_id: str) -> None:
+    """Steps without signal in a row: a grading environment that scores every
+    sample the same (a broken image, a runner that never starts) would
+    otherwise keep the loop running on nothing."""
+    if limit is None or flat < limit:
+        return
+    rewards = sorted({round(r, 3) for r in batch.rewards})
+    raise InfraError(
+        f"steps {step - flat + 1}-{step}: no group's graded rewards differed (rewards seen "
+        f"in step {step}: {rewards or 'none'}), so there was nothing to learn from for "
+        f"{flat} steps in a row. Check the grading (megaflow logs, a task's grade.json) or "
+        f"raise train.max_steps_without_signal; continue with --resume {run_id}"
+    )
 
 
 def _line(p: StepPoint, tc: TrainingConfig, lost: int) -> str:
