@@ -59,7 +59,7 @@ async def test_steps_with_no_graded_signal_stop_the_loop(tmp_path: Path, policy:
     with pytest.raises(InfraError) as err:
         await loop.run()
     msg = str(err.value)
-    assert "steps 1-2: no group's graded rewards differed (rewards seen in step 2: [0.0])" in msg
+    assert "steps 1-2: every graded sample scored 0 (rewards seen in step 2: [0.0])" in msg
     assert "--resume flat" in msg
     assert len(loop.curve.steps) == 1  # step 1 trained on nothing and was recorded
 
@@ -70,7 +70,8 @@ def _batch(*groups: list[tuple[float, bool]]) -> Batch:
     )
 
 
-def test_signal_is_a_group_whose_graded_rewards_differ() -> None:
+def test_signal_is_differing_rewards_or_any_earned_one() -> None:
     assert has_signal(_batch([(0.0, False), (1.0, False)]))
-    assert not has_signal(_batch([(0.0, False), (0.0, False)], [(1.0, False), (1.0, False)]))
+    assert has_signal(_batch([(1.0, False), (1.0, False)]))  # converged, not broken
+    assert not has_signal(_batch([(0.0, False), (0.0, False)], [(0.0, False)]))
     assert not has_signal(_batch([(0.0, False), (1.0, True)]))  # a masked sample is no reward

@@ -84,9 +84,9 @@ class TrainingConfig(TrainerConfig):
     max_steps_without_signal: int | None = Field(
         5,
         ge=1,
-        description="Stop with an error after this many steps in a row in which no group's "
-        "graded rewards differ (nothing to learn from: every sample 0, or every sample "
-        "lost); None: never stop for it.",
+        description="Stop with an error after this many steps in a row in which every graded "
+        "sample scored 0 (nothing to learn from, as when the grading environment is broken); "
+        "None: never stop for it.",
     )
     out_dir: str = Field(
         ".megaflow/train", description="The learning curve goes to OUT_DIR/<run id>/."

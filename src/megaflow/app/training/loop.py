@@ -256,24 +256,26 @@ def _check_usable(batch: Batch, step: int, run_id: str) -> None:
 
 
 def has_signal(batch: Batch) -> bool:
-    """Whether some group's graded rewards differ: GRPO learns only from those."""
+    """Whether the step's grading told anything: some group's graded rewards
+    differ (GRPO learns only from those), or some sample earned reward (a
+    policy that solves every task has converged; its grader works)."""
     for group in batch.groups:
         rewards = {s.reward for s in group if not s.masked}
-        if len(rewards) > 1:
+        if len(rewards) > 1 or any(r > 0 for r in rewards):
             return True
     return False
 
 
 def _check_signal(batch: Batch, flat: int, step: int, limit: int | None, run_id: str) -> None:
     """Steps without signal in a row: a grading environment that scores every
-    sample the same (a broken image, a runner that never starts) would
-    otherwise keep the loop running on nothing."""
+    sample 0 (a broken image, a runner that never starts) would otherwise keep
+    the loop running on nothing."""
     if limit is None or flat < limit:
         return
     rewards = sorted({round(r, 3) for r in batch.rewards})
     raise InfraError(
-        f"steps {step - flat + 1}-{step}: no group's graded rewards differed (rewards seen "
-        f"in step {step}: {rewards or 'none'}), so there was nothing to learn from for "
+        f"steps {step - flat + 1}-{step}: every graded sample scored 0 (rewards seen in "
+        f"step {step}: {rewards or 'none'}), so there was nothing to learn from for "
         f"{flat} steps in a row. Check the grading (megaflow logs, a task's grade.json) or "
         f"raise train.max_steps_without_signal; continue with --resume {run_id}"
     )
