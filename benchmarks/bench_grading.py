@@ -79,11 +79,26 @@ def row(name: str, values: list[float], target: str = "-") -> list[str]:
     return [name, f"{pct(ms, 50):.1f} ms", f"{pct(ms, 99):.1f} ms", target, str(len(ms))]
 
 
+def ab_figures(limit: int, conc: int) -> None:
+    """One job, its figures as ``ab NAME VALUE`` lines for ``benchmarks/ab.py``,
+    which runs this against another commit's source, A B B A...: what the
+    grading stage costs per task, before and after a change to grading."""
+    with tempfile.TemporaryDirectory(prefix="mf-bench-grading-") as tmp:
+        metrics, wall = asyncio.run(job_metrics(Path(tmp), limit, conc))
+    grade = [m["grade_s"] * 1000 for m in metrics]
+    print(f"ab grading_stage_p50_ms {statistics.median(grade):.2f}")
+    print(f"ab grading_stage_mean_ms {statistics.fmean(grade):.2f}")
+    print(f"ab job_wall_s {wall:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ab", action="store_true", help="print ab figures for benchmarks/ab.py")
     args = ap.parse_args()
     limit, conc, n_cold = (8, 2, 20) if args.quick else (34, 4, 60)
+    if args.ab:
+        return ab_figures(limit, conc)
     with tempfile.TemporaryDirectory(prefix="mf-bench-grading-") as tmp:
         root = Path(tmp)
         cold = asyncio.run(cold_starts(root / "cold", n_cold))

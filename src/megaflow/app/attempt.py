@@ -53,6 +53,15 @@ from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.storage.abstract import ArtifactStore
 
 
+def _drop(future: asyncio.Future[Calibration]) -> None:
+    """An attempt's view of its calibration, no longer waited for (the shared
+    calibration itself goes on: ``_calibrated`` shields it)."""
+    if not future.done():
+        future.cancel()
+    elif not future.cancelled():
+        future.exception()  # seen: a failure is the waiter's to report
+
+
 def artifact_prefix(task: TaskSpec, attempt: int) -> str:
     return f"runs/{task.run_id}/tasks/{task.id.replace(':', '_')}/attempt-{attempt}"
 
@@ -90,6 +99,10 @@ class AgentExecutor(TaskExecutor):
         arm = self._arm(task)
         instance = parse_task(task).instance
         spec = sandbox_spec(task, self.base_spec)
+        # The instance's calibration runs beside the agent, not after it.
+        calibration = None
+        if instance is not None and arm.grading.calibrate:
+            calibration = asyncio.ensure_future(self._calibrated(task, spec, instance))
         try:
             ctx.stage(TaskState.STARTING)
             t0 = time.perf_counter()
@@ -109,9 +122,7 @@ class AgentExecutor(TaskExecutor):
             report = None
             if instance is not None and candidate is not None:
                 strict = arm.grading.strict_for(task.type)
-                allowed: frozenset[str] = frozenset()
-                if arm.grading.calibrate:
-                    allowed = (await self._calibrated(task, spec, instance)).allowed
+                allowed = (await calibration).allowed if calibration else frozenset[str]()
                 report = await self._grade(task, spec, instance, candidate, times, strict, allowed)
             times["grade_s"] = time.perf_counter() - t2
             patch = candidate.patch if candidate is not None else None
@@ -120,6 +131,9 @@ class AgentExecutor(TaskExecutor):
             if self.metrics is not None:
                 self.metrics.task_failed(task.run_id, error_kind(exc).value)
             raise
+        finally:
+            if calibration is not None:
+                _drop(calibration)
 
     @contextlib.asynccontextmanager
     async def _sandbox(self, task: TaskSpec, spec: EnvironmentSpec) -> AsyncIterator[Sandbox]:
