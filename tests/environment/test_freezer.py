@@ -33,9 +33,11 @@ import ctypes, os, signal, sys, threading, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its children are reaped, as init's are
 sys.stdin.readline()
 def child(fn):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         fn()
         os._exit(0)
+    return pid
 def hop():
     while True:
         if os.fork():
@@ -45,9 +47,8 @@ def zombie_leader():
     ctypes.CDLL(None).syscall(60, 0)
 def stopped():
     os.kill(os.getpid(), 19)
-for fn in (hop, zombie_leader, stopped):
-    child(fn)
-print("started", flush=True)
+pids = [child(fn) for fn in (hop, zombie_leader, stopped)]
+print(pids[1], flush=True)
 time.sleep(1000)
 """
 
@@ -80,9 +81,12 @@ def launcher(groups: dict[str, Path]) -> Iterator[subprocess.Popen[str]]:
         (group / "cgroup.procs").write_text(str(proc.pid))
     proc.stdin.write("go\n")
     proc.stdin.flush()
-    assert proc.stdout.readline() == "started\n"
+    disguised = Path(f"/proc/{proc.stdout.readline().strip()}/stat")
     deadline = time.monotonic() + 5
-    while len(freezer.members(groups["pids"])) < 4 and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        len(freezer.members(groups["pids"])) < 4
+        or disguised.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # its leader exited
+    ):
         time.sleep(0.01)
     try:
         yield proc
