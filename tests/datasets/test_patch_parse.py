@@ -89,12 +89,16 @@ new file mode 100644
 +x = 1
 diff --git a/dir/conftest.py "b/dir/conftest.py"
 deleted file mode 100644
+diff --git "a/t\303\251sts/run.sh" "b/t\303\251sts/run.sh"
+old mode 100644
+new mode 100755
 """
 
 
 def test_quoted_names_are_unquoted() -> None:
-    assert patch_files(QUOTED) == ["tésts/x.py", "dir/conftest.py"]
-    (_, deleted) = parse_diff(QUOTED)
+    assert patch_files(QUOTED) == ["tésts/x.py", "dir/conftest.py", "tésts/run.sh"]
+    (_, deleted, mode) = parse_diff(QUOTED)
+    assert mode.mode_change
     assert deleted.deleted
     assert deleted.new_path is None
 

@@ -49,6 +49,7 @@ INFRA = {
     "pytest.ini": "pkg/pytest.ini",
     ".pytest.ini": ".pytest.ini",
     "pytest.toml": "pytest.toml",
+    ".pytest.toml": "pkg/.pytest.toml",
     "noxfile.py": "noxfile.py",
     ".coveragerc": "pkg/.coveragerc",
     ".pth": "pkg/evil.pth",

@@ -68,6 +68,7 @@ def test_a_new_settings_file_counts_from_nothing() -> None:
     assert runner_settings_changed("pyproject.toml", b"[broken", b"[project]\n")
 
 
+NEUTRAL = b"[black]\nx = 1\n"  # reads the same as TOML and as INI
 SETUP_CFG = b"""[metadata]
 name = calc
 version = 1.0
@@ -93,13 +94,15 @@ testpaths = tests
         ("setup.cfg", "entry point",
          SETUP_CFG + b"\n[options.entry_points]\npytest11 =\n  e = evil\n"),
         ("setup.cfg", "no header", b"addopts = -x\n" + SETUP_CFG),
-        ("tox.ini", "tox", b"[tox]\nenvlist = py311\n"),
-        ("tox.ini", "testenv", b"[testenv]\ncommands = pytest\n"),
-        ("ci/extra.ini", "any ini's [pytest]", b"[pytest]\naddopts = -x\n"),
+        ("tox.ini", "tox", NEUTRAL + b"[tox]\nenvlist = py311\n"),
+        ("tox.ini", "testenv", NEUTRAL + b"[testenv]\ncommands = pytest\n"),
+        ("ci/extra.ini", "any ini's [pytest]", NEUTRAL + b"[pytest]\naddopts = -x\n"),
+        ("ci/extra.toml", "any toml's [pytest]", NEUTRAL + b"[pytest]\naddopts = ['-x']\n"),
     ],
 )  # fmt: skip
 def test_ini_runner_changes_are_refused(path: str, why: str, after: bytes) -> None:
-    assert runner_settings_changed(path, SETUP_CFG, after), why
+    before = NEUTRAL if after.startswith(NEUTRAL) else SETUP_CFG
+    assert runner_settings_changed(path, before, after), why
 
 
 @pytest.mark.parametrize(
@@ -117,6 +120,14 @@ def test_ini_runner_changes_are_refused(path: str, why: str, after: bytes) -> No
 def test_ini_other_changes_are_allowed(why: str, after: bytes) -> None:
     """pytest's iniconfig has no DEFAULT section that leaks into the others."""
     assert not runner_settings_changed("setup.cfg", SETUP_CFG, after), why
+
+
+def test_values_are_read_as_written() -> None:
+    """No interpolation: ``%`` in a runner value is text, not a parse error."""
+    before = SETUP_CFG.replace(b"= tests", b"= tests\naddopts = --cov-fail-under=100%")
+    after = before.replace(b"version = 1.0", b"version = 1.1")
+    assert not runner_settings_changed("setup.cfg", before, after)
+    assert runner_settings_changed("setup.cfg", before, after.replace(b"100%", b"0%"))
 
 
 NO_RUNNER = SETUP_CFG.split(b"[tool:pytest]")[0]
@@ -154,10 +165,13 @@ def _hunk(start: int, *lines: str) -> list[str]:
          _hunk(8, " [tool.pytest.ini_options]", " testpaths = []", "+[tool.black]")),
         ("runner word", "pyproject.toml", _hunk(1, " [project]", '+x = "--strict-markers pytest"')),
         ("unreadable header", "pyproject.toml", _hunk(1, ' ["x"', "+b = 2")),
+        ("escaped header", "pyproject.toml", _hunk(1, " [project]", '+[tool."pyt\\u0065st"]')),
         ("setup.cfg runner section", "setup.cfg", _hunk(9, " [tool:pytest]", "+x = 1")),
         ("indented header", "setup.cfg", _hunk(1, " [metadata]", " x =", "   [tool:a]", "+y = 1")),
         ("form feed hides a header", "setup.cfg",
-         _hunk(1, " [flake8]", "+max = 1\x0c[tool:pytest]\x0caddopts = -p evil")),
+         _hunk(1, " [flake8]", "+max = 1\x0c[coverage:run]\x0cbranch = true")),
+        ("escaped entry point", "pyproject.toml",
+         _hunk(1, " [project]", '+entry-points."pyt\\u0065st11".e = "evil"')),
     ],
 )  # fmt: skip
 def test_unread_settings_are_refused_unless_plainly_elsewhere(

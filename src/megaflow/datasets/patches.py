@@ -177,7 +177,7 @@ def _extended(sec: _Section, line: str) -> bool:
     elif line.startswith(_MODE_LINES):
         mode = line.rsplit(" ", 1)[1].strip()
         sec.modes.append(mode)
-        if not line.startswith("deleted file mode "):
+        if line.startswith("new file mode "):
             sec.set_modes.append(mode)
         sec.mode_lines |= line.startswith(("old mode ", "new mode "))
         sec.new_file |= line.startswith("new file mode ")

@@ -24,7 +24,7 @@ runner setting, on parsed settings files. Test infrastructure is
   ``sitecustomize``/``usercustomize`` modules, and package metadata
   (``*.dist-info``, ``*.egg-info``), whose ``pytest11`` entry
   points pytest loads as plug-ins from any directory on ``sys.path``;
-* compiled Python (``*.pyc``, ``*.pyo``): an unchecked
+* compiled Python (``*.pyc``): an unchecked
   hash-based ``.pyc`` or pytest's assertion-rewrite cache is loaded in place
   of the source it stands for, test modules and ``conftest.py`` included;
 * a module or package named like the runner or its dependencies (``pytest``,
@@ -55,8 +55,8 @@ RUNNER_FILES = frozenset(
 STARTUP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 SETTINGS_SUFFIXES = (".toml", ".ini", ".cfg")
 PACKAGE_METADATA = (".dist-info", ".egg-info")
-COMPILED_SUFFIXES = (".pyc", ".pyo")
-IMPORTABLE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
+# What CPython's import system loads on Linux: source, bytecode, extension modules.
+IMPORTABLE_SUFFIXES = (".py", ".pyc", ".so")
 RUNNER_MODULES = frozenset(
     {"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "unittest", "exceptiongroup",
      "tomli", "colorama", "attr", "attrs", "more_itertools", "atomicwrites", "six", "execnet",
@@ -111,7 +111,7 @@ def is_infra_path(path: str) -> bool:
         return True
     if any(p.endswith(PACKAGE_METADATA) for p in parts):
         return True
-    return name.endswith(COMPILED_SUFFIXES)
+    return name.endswith(".pyc")
 
 
 def settings_files(patch: str) -> list[str]:

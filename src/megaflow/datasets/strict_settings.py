@@ -88,11 +88,11 @@ def _ini_view(text: str) -> dict[Section, Any]:
         raise Unparsable(str(e)) from e
     view: dict[Section, Any] = {}
     for s in parser.sections():
-        items = dict(parser.items(s, raw=True))
         if runner_name(s):
-            view[(s,)] = items
+            view[(s,)] = dict(parser.items(s))
         elif s.strip().lower() == _ENTRY_POINTS[0]:
-            view.update({(s, k): v for k, v in items.items() if k.lower() == _ENTRY_POINTS[1]})
+            eps = parser.items(s)
+            view.update({(s, k): v for k, v in eps if k.lower() == _ENTRY_POINTS[1]})
     return view
 
 
