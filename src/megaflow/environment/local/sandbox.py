@@ -155,8 +155,9 @@ class LocalSandbox(Sandbox):
             await asyncio.to_thread(workspace.restore, self.dir)
         except Exception as e:
             await self.teardown()
-            raise SandboxError(f"sandbox {self.id}: restoring its files failed ({e}); "
-                               "it was destroyed") from e  # fmt: skip
+            raise SandboxError(
+                f"sandbox {self.id}: restoring its files failed ({e}); it was destroyed"
+            ) from e
 
     async def kill_processes(self) -> None:
         await self._end_processes("kill")

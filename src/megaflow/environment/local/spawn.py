@@ -6,9 +6,9 @@ the sandbox's pid, writes its user namespace's uid/gid maps, puts bubblewrap
 and that pid into the sandbox's cgroups, and only then lets it go on, so
 nothing runs inside before the maps and limits hold. Once the exec server
 says hello, the processes in the cgroup are pinned as the ones every later
-kill leaves alive. The seccomp program is
-passed in a memfd (``--seccomp``). The process is watched by a pidfd
-(:mod:`.process`), not by a thread of its own.
+kill leaves alive. The seccomp program is passed in a memfd (``--seccomp``).
+The process is watched by a pidfd (:mod:`.process`), not by a thread of its
+own.
 """
 
 from __future__ import annotations
