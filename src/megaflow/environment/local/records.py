@@ -101,4 +101,6 @@ def remove_sandbox_dir(sandbox_dir: Path) -> None:
             return
         except OSError:  # a stale ``.gone-`` of the same name: remove in place
             target = sandbox_dir
+    # The sandbox wrote what is below rw/: rmtree walks it through descriptors and
+    # never follows a link on Linux (shutil.rmtree.avoids_symlink_attacks).
     shutil.rmtree(target, ignore_errors=True)
