@@ -28,6 +28,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.core.errors import NotFound, SandboxFileError
 from megaflow.datasets.django_report import django_statuses_for
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.patches import apply_patch, patch_files
@@ -40,7 +41,7 @@ from megaflow.datasets.pytest_channel import (
     untrusted_files,
 )
 from megaflow.datasets.pytest_report import TestStatus, passed, statuses_for
-from megaflow.datasets.strict import infra_changes
+from megaflow.datasets.strict import infra_changes, settings_files
 from megaflow.environment.abstract import Sandbox
 
 OUTPUT_TAIL = 20_000
@@ -181,18 +182,21 @@ async def grade_prepared(
     t0 = time.monotonic()
     raw = patch.encode() if isinstance(patch, str) else patch
     text = raw.decode(errors="replace")
-    if strict and (infra := infra_changes(text, instance)):
-        refusal = f"strict grading: the patch changes test infrastructure ({', '.join(infra[:10])})"
-        report = failed_report(instance, refusal, raw, strict, t0)
-        report.test_infra_changes = infra
-        return report
     config = await find_base_config(sandbox, instance) if _reported(instance) else None
+    settings = settings_files(text) if strict else []
+    before = await _read_settings(sandbox, settings)
     if raw.strip():
         why = await apply_patch(sandbox, raw)
         if why is not None:
             report = failed_report(instance, f"the patch did not apply: {why}", raw, strict, t0)
             report.patch_applied = False
             return report
+    after = await _read_settings(sandbox, settings)
+    if strict and (infra := infra_changes(text, instance, before, after)):
+        refusal = f"strict grading: the patch changes test infrastructure ({', '.join(infra[:10])})"
+        report = failed_report(instance, refusal, raw, strict, t0)
+        report.test_infra_changes = infra
+        return report
     why = await apply_test_patch(sandbox, instance)
     if why is not None:
         return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
@@ -203,6 +207,20 @@ async def grade_prepared(
     report.patch_sha256 = hashlib.sha256(raw).hexdigest()
     report.duration_s = time.monotonic() - t0
     return report
+
+
+async def _read_settings(sandbox: Sandbox, paths: list[str]) -> dict[str, bytes | None]:
+    """Settings files as the sandbox holds them (``None``: there is none); one
+    that cannot be read as a file reads as bytes no parser takes (refused)."""
+    out: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            out[path] = await sandbox.read_file(path)
+        except NotFound:
+            out[path] = None
+        except SandboxFileError:
+            out[path] = b"\0[unreadable"
+    return out
 
 
 def _reported(instance: SWEInstance) -> bool:
