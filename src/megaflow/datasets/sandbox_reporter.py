@@ -88,23 +88,28 @@ def _is_protected(obj):
 
 
 def _fingerprint():
-    # type: () -> Dict[Tuple[str, ...], int]
-    """Identity of every function and class the runner's modules hold, and of
-    the methods of its classes (each class once, however many modules import it)."""
-    out = {}  # type: Dict[Tuple[str, ...], int]
+    # type: () -> List[Tuple[Any, str, object, str]]
+    """Every function and class the runner's modules hold, and the methods of
+    its classes (each class once, however many modules import it), as
+    ``(namespace, name, object, label)``: a later check is one lookup each."""
+    out = []  # type: List[Tuple[Any, str, object, str]]
     classes = {}  # type: Dict[int, type]
     for name, module in list(sys.modules.items()):
         if module is None or name.split(".")[0] not in _PROTECTED:
             continue
-        for attr, value in list(vars(module).items()):
+        space = vars(module)
+        for attr, value in list(space.items()):
             if callable(value):
-                out[(name, attr)] = id(value)
+                out.append((space, attr, value, name + "." + attr))
                 if isinstance(value, type) and _is_protected(value):
                     classes[id(value)] = value
     for cls in classes.values():
-        for attr, value in list(vars(cls).items()):
+        space = vars(cls)  # type: Any
+        for attr, value in list(space.items()):
             if callable(value) or isinstance(value, (staticmethod, classmethod)):
-                out[(cls.__module__, cls.__qualname__, attr)] = id(value)
+                out.append(
+                    (space, attr, value, cls.__module__ + "." + cls.__qualname__ + "." + attr)
+                )
     return out
 
 
@@ -116,7 +121,8 @@ class Reporter:
         self.channel = channel
         self.untrusted = set(untrusted)
         self.workspace = workspace.rstrip("/") + "/"
-        self.known = {}  # type: Dict[Tuple[str, ...], int]
+        self.known = []  # type: List[Tuple[Any, str, object, str]]
+        self.verdicts = {}  # type: Dict[int, Tuple[object, bool]]
         self.allowed_plugins = set()  # type: set[int]
         self.exitstatus = None  # type: int | None
         self.manager = None  # type: Any
@@ -127,12 +133,11 @@ class Reporter:
         """The first call takes the baseline; later ones compare with it. Names
         bound later (pytest rebinds a hook of its assertion module per test) are
         not the runner's code and are not compared."""
-        now = _fingerprint()
         if not self.known:
-            self.known = now
-        for key, ident in self.known.items():
-            if now.get(key) != ident:
-                self.channel.tamper("runner code replaced: " + ".".join(key))
+            self.known = _fingerprint()
+        for space, attr, value, label in self.known:
+            if space.get(attr) is not value:
+                self.channel.tamper("runner code replaced: " + label)
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None) or ""
             top = name.split(".")[0]
@@ -141,6 +146,17 @@ class Reporter:
                 self.channel.tamper("module " + name + " is loaded from the workspace")
 
     def _plugin_ok(self, plugin):
+        # type: (object) -> bool
+        """Whether ``plugin`` may implement runner hooks (kept per plugin: its
+        file does not change, and the check runs at every report)."""
+        seen = self.verdicts.get(id(plugin))
+        if seen is not None and seen[0] is plugin:
+            return seen[1]
+        ok = self._judge_plugin(plugin)
+        self.verdicts[id(plugin)] = (plugin, ok)
+        return ok
+
+    def _judge_plugin(self, plugin):
         # type: (object) -> bool
         path = getattr(plugin, "__file__", None)
         if path is not None:  # a module: a conftest or an installed plugin
@@ -169,8 +185,7 @@ class Reporter:
             if id(plugin) not in self.allowed_plugins and not self._plugin_ok(plugin):
                 name = getattr(plugin, "__file__", None) or repr(type(plugin))
                 self.channel.tamper("a runner plugin from " + str(name))
-        for name in dir(manager.hook):
-            caller = getattr(manager.hook, name, None)
+        for name, caller in list(vars(manager.hook).items()):
             impls = getattr(caller, "get_hookimpls", None)
             for impl in impls() if impls is not None else ():
                 if not self._plugin_ok(impl.plugin):
