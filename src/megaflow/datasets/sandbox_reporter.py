@@ -104,12 +104,11 @@ def _fingerprint():
                 if isinstance(value, type) and _is_protected(value):
                     classes[id(value)] = value
     for cls in classes.values():
-        space = vars(cls)  # type: Any
-        for attr, value in list(space.items()):
+        methods = vars(cls)
+        where = cls.__module__ + "." + cls.__qualname__ + "."
+        for attr, value in list(methods.items()):
             if callable(value) or isinstance(value, (staticmethod, classmethod)):
-                out.append(
-                    (space, attr, value, cls.__module__ + "." + cls.__qualname__ + "." + attr)
-                )
+                out.append((methods, attr, value, where + attr))
     return out
 
 
