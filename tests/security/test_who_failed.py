@@ -12,7 +12,9 @@ Findings the base's own tests raise are not the patch's.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from typer.testing import CliRunner
 
 from megaflow.cli.main import app
 from megaflow.core.states import TaskState
+from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.datasets.conftest import CALC_FIXED, TEST_NEW, diff_of, git, write_jsonl
 from tests.security.attack import calc_task_set, run_attack, run_config
@@ -109,3 +112,28 @@ def test_findings_of_the_bases_own_tests_are_not_tampering(tmp_path: Path) -> No
     (t,) = run_attack(tmp_path, tasks, [FIX])
     assert t.reward == 1.0, t.grade
     assert not t.grade["tampered"]
+
+
+def test_a_passed_calibration_is_kept_for_later_runs(tmp_path: Path) -> None:
+    """The first run stores its calibration; a second run over the same stores
+    reads it instead of grading the base again (shown by what it reads: a
+    finding written into the stored calibration is honoured)."""
+    tasks, _ = calc_task_set(tmp_path / "set")
+    run_attack(tmp_path / "one", tasks, [FIX])
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "art").symlink_to(tmp_path / "one" / "art")  # the same artifact store
+    (stored,) = (tmp_path / "one" / "art" / "calibrations").glob("*.json")
+    key = f"calibrations/{stored.name}"
+    store = LocalArtifactStore(str(tmp_path / "one" / "art"))
+    record = json.loads(asyncio.run(store.get(key)))
+    assert record["allowed"] == []
+    finding = {**record, "allowed": ["the tests called gc.get_objects"]}
+    asyncio.run(store.put(key, json.dumps(finding).encode()))
+    walk = "import gc\n_walked = gc.get_objects()\n\ndef add(a, b):\n    return a + b\n"
+    (t,) = run_attack(tmp_path / "two", tasks, [write_calc(walk)])
+    assert t.reward == 1.0, t.grade
+    assert not t.grade["tampered"]
+
+
+def write_calc(text: str) -> str:
+    return f"printf %s {shlex.quote(text)} > calc.py"

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator
 
 from megaflow.agent.abstract import error_kind, new_trajectory
 from megaflow.app.assembly import Arm, is_graded, parse_task
+from megaflow.app.calibrations import Calibrations
 from megaflow.core.errors import AgentError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
@@ -86,7 +87,7 @@ class AgentExecutor(TaskExecutor):
         self.artifacts = artifacts
         self.base_spec = base_spec
         self.metrics = metrics
-        self._calibrations: dict[str, asyncio.Future[Calibration]] = {}
+        self._calibrations = Calibrations(artifacts)
 
     def _arm(self, task: TaskSpec) -> Arm:
         try:
@@ -209,26 +210,12 @@ class AgentExecutor(TaskExecutor):
     async def _calibrated(
         self, task: TaskSpec, spec: EnvironmentSpec, instance: SWEInstance
     ) -> Calibration:
-        """The instance's calibration, made once per executor (every sample of the
-        instance waits for the same one); a failed one is tried again next time."""
-        key = f"{instance.instance_id}\0{spec.key()}"
-        job = self._calibrations.get(key)
-        if job is None:
-            job = asyncio.ensure_future(self._calibrate(task, spec, instance))
-            self._calibrations[key] = job
-        try:
-            return await asyncio.shield(job)
-        except Exception:
-            if self._calibrations.get(key) is job:
-                del self._calibrations[key]
-            raise
+        async def make() -> Calibration:
+            async with self._sandbox(task, spec) as sandbox:
+                await prepare_sandbox(sandbox, instance)
+                return await calibrate(sandbox, instance)
 
-    async def _calibrate(
-        self, task: TaskSpec, spec: EnvironmentSpec, instance: SWEInstance
-    ) -> Calibration:
-        async with self._sandbox(task, spec) as sandbox:
-            await prepare_sandbox(sandbox, instance)
-            return await calibrate(sandbox, instance)
+        return await self._calibrations.get(instance, spec, make)
 
     async def _finish(
         self,
