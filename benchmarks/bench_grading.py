@@ -84,11 +84,14 @@ def ab_figures(limit: int, conc: int) -> None:
     which runs this against another commit's source, A B B A...: what the
     grading stage costs per task, before and after a change to grading."""
     with tempfile.TemporaryDirectory(prefix="mf-bench-grading-") as tmp:
-        metrics, wall = asyncio.run(job_metrics(Path(tmp), limit, conc))
-    grade = [m["grade_s"] * 1000 for m in metrics]
-    print(f"ab grading_stage_p50_ms {statistics.median(grade):.2f}")
-    print(f"ab grading_stage_mean_ms {statistics.fmean(grade):.2f}")
-    print(f"ab job_wall_s {wall:.3f}")
+        # The same task set twice over the same stores: a second run reads what
+        # the first one kept (a grading environment's calibration, since it has one).
+        for name in ("first", "again"):
+            metrics, wall = asyncio.run(job_metrics(Path(tmp), limit, conc))
+            grade = [m["grade_s"] * 1000 for m in metrics]
+            print(f"ab {name}_run_grading_stage_p50_ms {statistics.median(grade):.2f}")
+            print(f"ab {name}_run_grading_stage_mean_ms {statistics.fmean(grade):.2f}")
+            print(f"ab {name}_run_job_wall_s {wall:.3f}")
 
 
 def main() -> None:
@@ -98,7 +101,8 @@ def main() -> None:
     args = ap.parse_args()
     limit, conc, n_cold = (8, 2, 20) if args.quick else (34, 4, 60)
     if args.ab:
-        return ab_figures(limit, conc)
+        ab_figures(limit, conc)
+        return
     with tempfile.TemporaryDirectory(prefix="mf-bench-grading-") as tmp:
         root = Path(tmp)
         cold = asyncio.run(cold_starts(root / "cold", n_cold))
