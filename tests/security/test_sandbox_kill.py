@@ -19,6 +19,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,6 +189,29 @@ async def test_the_hosts_freeze_and_kill_alone_ends_them(
         assert only_kept(sb), others(sb)
         assert sent, "nothing was killed: the attackers were gone already"
         assert set(sent) == {"FROZEN"}, sent
+
+
+async def test_kill_processes_ends_what_the_exec_servers_kill_missed(
+    local: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exec server whose kill ended nothing: the host's check of the cgroup
+    sees the survivors and ends them, and the sandbox is kept."""
+    async with await local.create(SPEC) as sb:
+        await planted(sb)
+        assert sb.channel is not None
+        real = sb.channel.call
+
+        async def call(
+            head: dict[str, Any], body: bytes = b"", timeout: float | None = None
+        ) -> Any:
+            if head["op"] == "kill":
+                return {"id": 0}, b""  # answered, killed nothing
+            return await real(head, body, timeout=timeout)
+
+        monkeypatch.setattr(sb.channel, "call", call)
+        await sb.kill_processes()
+        assert only_kept(sb), others(sb)
+        assert sb.info.state != "stopped"
 
 
 async def test_a_fork_bomb_in_the_pids_limit_is_ended(local: LocalRuntime) -> None:
