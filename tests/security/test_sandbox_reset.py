@@ -25,7 +25,7 @@ import pytest
 from megaflow.core.errors import SandboxError
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import PoolConfig
-from megaflow.environment.local import LocalRuntime, LocalSandbox
+from megaflow.environment.local import LocalRuntime, LocalSandbox, workspace
 from megaflow.environment.pool import SandboxPool
 from tests.environment.conftest import leak_check, local, local_runtime, rootfs_tar
 from tests.security.test_sandbox_kill import only_kept
@@ -183,5 +183,18 @@ async def test_reset_clears_ipc_in_an_image_without_python(
         assert (await sb.exec("cat /proc/sysvipc/shm")).stdout.count("\n") == 1
         _in_sandbox_ipc(sb, os.getuid(), make)  # host root's: the server cannot remove it
         with pytest.raises(SandboxError, match="could not be removed"):
+            await sb.reset()
+        assert sb.info.state == "stopped"
+
+
+async def test_a_reset_whose_restore_fails_destroys_the_sandbox(
+    local: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(sandbox_dir: Path) -> None:
+        raise FileExistsError(17, "a name the restore must not write through", "d")
+
+    async with await local.create(SPEC) as sb:
+        monkeypatch.setattr(workspace, "restore", refused)
+        with pytest.raises(SandboxError, match="restoring its files failed"):
             await sb.reset()
         assert sb.info.state == "stopped"
