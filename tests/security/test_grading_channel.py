@@ -176,12 +176,29 @@ def _forge(item, call):
 _s.pytest_runtest_makereport.__code__ = _forge.__code__
 """
 
+IMPORT_HOOK = """
+import importlib.util, sys
+class _Loader:
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        exec("def test_add():\\n    pass\\n", module.__dict__)
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "test_new":
+            where = "/workspace/test_new.py"
+            return importlib.util.spec_from_file_location(name, where, loader=_Loader())
+        return None
+sys.meta_path.insert(0, _Finder())
+"""
+
 REACHES = {  # payload, what the reporter must name (each a defence of its own)
     "class": (REPORT_CLASS, "runner code replaced: _pytest.reports.TestReport.__init__"),
     "code": (CODE_SWAP, "runner object changed: __code__"),
     "function": (MODULE_FUNCTION, "runner code replaced: _pytest.runner.call_and_report"),
     "plugin": (PLUGIN_VIA_GC, "a runner plugin from <class 'calc._Evil'>"),
     "gc": (PLUGIN_VIA_GC, "the tests called gc.get_objects"),
+    "import-hook": (IMPORT_HOOK, "an import hook was added: _Finder"),
 }
 
 
@@ -190,7 +207,8 @@ def test_code_under_test_that_reaches_into_the_runner_is_tampered(
     tmp_path: Path, case: str
 ) -> None:
     payload, reason = REACHES[case]
-    t = attack(tmp_path, payload, "ephemeral", grading={"strict": False})
+    both = "python3 -m pytest -rA -p no:cacheprovider test_calc.py test_new.py"  # calc first
+    t = attack(tmp_path, payload, "ephemeral", extra=[both], grading={"strict": False})
     assert "PASSED test_new.py::test_add" in t.observations()  # the attack works
     assert_zero(t, tampered=True)
     assert reason in t.grade["tamper_reasons"], t.grade["tamper_reasons"]

@@ -32,6 +32,7 @@ the ways above. Standard library only; runs on Python 3.6 and newer and on
 pytest 4 to 8. Never imported by MegaFlow on the host.
 """
 
+import builtins
 import hashlib
 import hmac
 import json
@@ -107,7 +108,7 @@ def _fingerprint():
         methods = vars(cls)
         where = cls.__module__ + "." + cls.__qualname__ + "."
         for attr, value in list(methods.items()):
-            if callable(value) or isinstance(value, (staticmethod, classmethod)):
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
                 out.append((methods, attr, value, where + attr))
     return out
 
@@ -121,6 +122,7 @@ class Reporter:
         self.untrusted = set(untrusted)
         self.workspace = workspace.rstrip("/") + "/"
         self.known = []  # type: List[Tuple[Any, str, object, str]]
+        self.importers = []  # type: List[object]
         self.verdicts = {}  # type: Dict[int, Tuple[object, bool]]
         self.allowed_plugins = set()  # type: set[int]
         self.exitstatus = None  # type: int | None
@@ -134,9 +136,15 @@ class Reporter:
         not the runner's code and are not compared."""
         if not self.known:
             self.known = _fingerprint()
+            self.importers = list(sys.meta_path + sys.path_hooks)
+            self.known.append((vars(builtins), "__import__", builtins.__import__, "__import__"))
         for space, attr, value, label in self.known:
             if space.get(attr) is not value:
                 self.channel.tamper("runner code replaced: " + label)
+        for finder in sys.meta_path + sys.path_hooks:  # what could rewrite a test as it loads
+            if not any(finder is known for known in self.importers):
+                name = getattr(finder, "__qualname__", None) or type(finder).__qualname__
+                self.channel.tamper("an import hook was added: " + str(name))
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None) or ""
             top = name.split(".")[0]
