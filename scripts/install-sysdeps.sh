@@ -30,6 +30,7 @@ NEEDED=(
   "mount:mount"                           # tests: tmpfs for disk-full runs
   "umount:mount"                          # sandbox and podman mount cleanup
   "runuser:util-linux"                    # tests: PostgreSQL as a non-root user
+  "nsenter:util-linux"                    # tests: a look into a sandbox's namespaces
   "useradd:passwd"                        # tests: that user
   "initdb:postgresql"                     # tests: a throw-away PostgreSQL
   "pg_ctl:postgresql"
