@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +168,51 @@ def test_an_empty_channel_run_is_not_resolved(tmp_path: Path) -> None:
     assert isinstance(run, ChannelRun)
     assert not run.started
     assert not judge(inst, run, strict=False).resolved
+
+
+def test_a_phase_reported_twice_is_a_tamper(tmp_path: Path) -> None:
+    """A forged PASSED beside the reporter's own FAILED for the same call."""
+    inst = _instance(tmp_path)
+    records = [*passing()[:2], rec(F2P), rec(F2P, outcome="failed"), rec(P2P), end(1)]
+    run = check_records(signed(records), KEY, inst, 1, False)
+    assert run.tampers == [f"{F2P} was reported twice at call"]
+    assert judge(inst, run, strict=False).tampered
+
+
+def test_a_failure_no_record_shows_does_not_resolve(tmp_path: Path) -> None:
+    """Exit status 1 (pytest counted a failure) while every record passed: a
+    record of the failure was kept from the channel."""
+    inst = _instance(tmp_path)
+    run = check_records(signed([*passing()[:-1], end(1)]), KEY, inst, 1, False)
+    assert "the runner reported a failure that no report shows" in run.problems
+    assert not judge(inst, run, strict=False).resolved
+
+
+def test_the_channel_stops_when_its_file_is_swapped_under_it(tmp_path: Path) -> None:
+    """Code in the test process puts another file (a filtering pipe, here
+    /dev/null) at the records' fd number, leaving every attribute as it was:
+    the next record is not written there, and the process ends without an
+    end record (exit 97), so the run cannot count."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "key").write_bytes(KEY)
+    script = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(Path(reporter_file()).parent)!r})\n"
+        "import sandbox_reporter as r\n"
+        f"c = r._Channel({str(out)!r})\n"
+        "c.write('start', pytest='x')\n"
+        "os.dup2(os.open('/dev/null', os.O_WRONLY), c._fd)\n"
+        "c.write('end', exitstatus=0, session=0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
+    assert done.returncode == 97, done.stderr
+    lines = (out / "records").read_bytes().splitlines()
+    assert len(lines) == 1
+    assert b'"kind": "start"' in lines[0]
+
+
+def reporter_file() -> str:
+    import megaflow.datasets.sandbox_reporter as reporter
+
+    return str(reporter.__file__)

@@ -205,6 +205,7 @@ def check_records(
     records, tampers = _lines(data, key)
     lines: list[str] = []
     problems: list[str] = []
+    phases: set[tuple[str, str]] = set()
     failed = False
     start = end = None
     for r in records:
@@ -218,6 +219,10 @@ def check_records(
         elif kind == "collect":
             failed = True
         elif kind == "test":
+            phase = (str(r["nodeid"]), str(r["when"]))
+            if phase in phases:  # pytest reports each phase of a test once
+                tampers.append(f"{phase[0]} was reported twice at {phase[1]}")
+            phases.add(phase)
             word = _STATUS.get((str(r["when"]), str(r["outcome"]), bool(r["xfail"])))
             if word is not None:
                 lines.append(f"{word} {r['nodeid']}")
@@ -239,4 +244,6 @@ def check_records(
             problems.append(f"the runner ended with status {status} (not a completed run)")
         if status == 0 and failed:
             problems.append("the runner reported success, but a test failed")
+        if status == 1 and not failed:
+            problems.append("the runner reported a failure that no report shows")
     return run

@@ -47,6 +47,7 @@ _NEW_MAC = hmac.new
 _SHA256 = hashlib.sha256
 _DUMPS = json.dumps
 _WRITE = os.write
+_FSTAT = os.fstat
 _EXIT = os._exit
 _PROTECTED = ("_pytest", "pytest", "pluggy", "__main__")  # __main__: this module
 _WATCHED_EVENTS = ("sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
@@ -63,6 +64,8 @@ class _Channel:
         os.unlink(os.path.join(directory, "key"))
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         self._fd = os.open(os.path.join(directory, "records"), flags, 0o600)
+        st = os.fstat(self._fd)
+        self._file = (self._fd, st.st_dev, st.st_ino)
         self._seq = 0
         self.tampers = []  # type: List[str]
 
@@ -73,6 +76,9 @@ class _Channel:
         self._seq += 1
         body = _DUMPS(fields, sort_keys=True)
         mac = _NEW_MAC(self._key, body.encode(), _SHA256).hexdigest()
+        st = _FSTAT(self._fd)
+        if (self._fd, st.st_dev, st.st_ino) != self._file:  # the fd was swapped under us
+            _EXIT(97)  # no end record: the run cannot count
         _WRITE(self._fd, (mac + " " + body + "\n").encode())
 
     def tamper(self, reason):
@@ -80,6 +86,11 @@ class _Channel:
         if reason not in self.tampers:
             self.tampers.append(reason)
             self.write("tamper", reason=reason)
+
+
+_CHANNEL_STATE = frozenset({"_key", "_fd", "_file", "_seq", "tampers"})
+_REPORTER_STATE = frozenset({"channel", "untrusted", "workspace", "known", "importers", "verdicts",
+                             "allowed_plugins", "exitstatus", "manager", "armed"})  # fmt: skip
 
 
 def _is_protected(obj):
@@ -136,12 +147,13 @@ class Reporter:
         not the runner's code and are not compared."""
         if not self.known:
             self.known = _fingerprint()
-            self.importers = list(sys.meta_path + sys.path_hooks)
+            self.importers = [*sys.meta_path, *sys.path_hooks]
             self.known.append((vars(builtins), "__import__", builtins.__import__, "__import__"))
         for space, attr, value, label in self.known:
             if space.get(attr) is not value:
                 self.channel.tamper("runner code replaced: " + label)
-        for finder in sys.meta_path + sys.path_hooks:  # what could rewrite a test as it loads
+        self.check_self()
+        for finder in [*sys.meta_path, *sys.path_hooks]:  # what could rewrite a test as it loads
             if not any(finder is known for known in self.importers):
                 name = getattr(finder, "__qualname__", None) or type(finder).__qualname__
                 self.channel.tamper("an import hook was added: " + str(name))
@@ -151,6 +163,16 @@ class Reporter:
             stdlib = top in getattr(sys, "stdlib_module_names", ())
             if path.startswith(self.workspace) and (top in _PROTECTED or stdlib):
                 self.channel.tamper("module " + name + " is loaded from the workspace")
+
+    def check_self(self):
+        # type: () -> None
+        """Nothing shadows this reporter's or its channel's methods on the
+        instances, and neither was swapped for another class."""
+        mine = [(self, Reporter, _REPORTER_STATE), (self.channel, _Channel, _CHANNEL_STATE)]
+        for obj, cls, state in mine:
+            extra = set(vars(obj)) - state
+            if type(obj) is not cls or extra:
+                self.channel.tamper("the reporter was changed: " + ", ".join(sorted(extra)))
 
     def _plugin_ok(self, plugin):
         # type: (object) -> bool
