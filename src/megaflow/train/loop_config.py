@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from megaflow.train.config import TrainerConfig
+from megaflow.train.weight_sync.config import InProcessSyncConfig, WeightSyncConfig
 
 
 class _Cfg(BaseModel):
@@ -87,6 +88,11 @@ class TrainingConfig(TrainerConfig):
         description="Stop with an error after this many steps in a row in which every graded "
         "sample scored 0 (nothing to learn from, as when the grading environment is broken); "
         "None: never stop for it.",
+    )
+    weight_sync: WeightSyncConfig = Field(
+        default_factory=InProcessSyncConfig,
+        description="How new weights reach the rollout engines: in_process (tensors, the "
+        "default) or disk (a versioned safetensors checkpoint each engine loads by path).",
     )
     out_dir: str = Field(
         ".megaflow/train", description="The learning curve goes to OUT_DIR/<run id>/."

@@ -43,16 +43,16 @@ from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.rollouts import Batch, Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
-from megaflow.app.training.weights import push_weights
+from megaflow.app.training.weights import engines_of
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError, InfraError
 from megaflow.core.tasks import TaskType
-from megaflow.model.abstract import ModelClient
 from megaflow.train.loop_config import TrainingConfig
 from megaflow.train.stats import StepStats
 
 if TYPE_CHECKING:
     from megaflow.train.trainer import Trainer
+    from megaflow.train.weight_sync.abstract import WeightSync
 
 
 class LoopState(BaseModel):
@@ -100,6 +100,7 @@ class TrainLoop:
         self.curve = Curve(run_id=run_id, updates=self.tc.updates)
         self.sync_s: list[float] = []
         self.trainer: Trainer  # started by run()
+        self.sync: WeightSync  # built by run(), on the job's rollout model
 
     @property
     def png(self) -> Path:
@@ -109,6 +110,9 @@ class TrainLoop:
     async def run(self, *, resume: bool = False) -> Curve:
         async with self.job as job:
             model = job.arms[self.run_id].model
+            self.sync = self.tc.weight_sync.build(
+                engines_of(model), base_model=policy_dir(self.cfg), run_id=self.run_id
+            )
             trainer = await asyncio.to_thread(open_trainer, self.cfg, self.run_id)
             try:
                 self.trainer = trainer
@@ -116,11 +120,11 @@ class TrainLoop:
                     f"trainer: {trainer.world_size} rank(s), {trainer.resolved.describe()}, "
                     f"optimizer {trainer.config.optimizer}"
                 )
-                first = await self._restore(model) if resume else 1
+                first = await self._restore() if resume else 1
                 rollouts = Rollouts(job, self.incarnation)
                 if not resume:
                     await self._evaluate(rollouts, 0)
-                await self._train(rollouts, model, first)
+                await self._train(rollouts, first)
                 await trainer.wait_checkpoint()  # an asynchronous save still uploading
             finally:
                 await asyncio.to_thread(trainer.close)
@@ -131,11 +135,11 @@ class TrainLoop:
     def version(self) -> int:
         return self.trainer.weights_version
 
-    async def _push(self, model: ModelClient) -> None:
+    async def _push(self) -> None:
         weights = await asyncio.to_thread(self.trainer.state_dict_for_inference)
-        self.sync_s.append(await push_weights(model, weights, self.version))
+        self.sync_s.append((await self.sync.push(weights, self.version)).seconds)
 
-    async def _restore(self, model: ModelClient) -> int:
+    async def _restore(self) -> int:
         extra = await self.trainer.resume(self.job.stores.artifacts)
         if extra is None:
             raise ConfigError(
@@ -160,7 +164,7 @@ class TrainLoop:
             )
         self.curve = state.curve
         if self.version:
-            await self._push(model)
+            await self._push()
         self.say(f"resumed {self.run_id} after step {state.step} (weights v{self.version})")
         return state.step + 1
 
@@ -170,7 +174,7 @@ class TrainLoop:
         await rollouts.submit(name, insts, self.cfg.samples, TaskType.TRAIN)
         return name
 
-    async def _train(self, rollouts: Rollouts, model: ModelClient, first: int) -> None:
+    async def _train(self, rollouts: Rollouts, first: int) -> None:
         tc = self.tc
         runs: dict[int, str] = {}
         flat = 0  # steps in a row with no graded signal
@@ -191,7 +195,7 @@ class TrainLoop:
             if tc.updates:
                 stats = await asyncio.to_thread(self.trainer.step, groups)
                 if stats.updated:
-                    await self._push(model)
+                    await self._push()
             point = StepPoint(
                 step=step, prompts=self.plan.batch(step), reward_mean=batch.reward_mean,
                 loss=stats.loss if stats else None, kl=stats.kl if stats else None,
