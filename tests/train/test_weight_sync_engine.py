@@ -23,6 +23,10 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from megaflow.core.errors import ModelError
+from megaflow.model.abstract import CallContext, ChatRequest
+from megaflow.model.control import LocalModelControl
+from megaflow.model.openai_compat import OpenAIBackend
+from megaflow.model.routing import Router
 from megaflow.model.transformers_lm import build_tiny_model
 from megaflow.rpc.config import ClusterConfig
 from megaflow.rpc.health import check_health
@@ -158,3 +162,36 @@ async def test_disk_sync_to_an_engine_in_another_process(
             assert [b.weights_version for b in await control.list_backends()] == [2], what
             still = await answer(http, url)
             assert (still["weights_version"], still["logprobs"]) == (2, last["logprobs"]), what
+
+
+async def test_an_openai_client_of_the_engine_takes_disk_weights(
+    base: Path, engine: ClusterConfig, tmp_path: Path
+) -> None:
+    """The rollout side as `megaflow train` would hold it for a remote engine: an
+    ``openai`` backend (``weight_sync: megaflow``) behind this process's router."""
+    url = engine.model.base_url()
+    backend = OpenAIBackend(url, "default", api_key=TOKEN, weight_sync="megaflow")
+    control = LocalModelControl(Router([backend], retries=0))
+    sync = DiskSyncConfig(root=str(tmp_path / "weights"), timeout_s=60).build(
+        {"rollout": control}, base_model=base, run_id="run-2"
+    )
+    trainer_model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True).eval()
+    request = ChatRequest(messages=CHAT["messages"], temperature=0, max_tokens=6)
+    await backend.start()
+    try:
+        before = await backend.complete(request, CallContext())
+        perturb(trainer_model, seed=7)
+        result = await sync.push(trainer_model.state_dict(), 1)
+        assert list(result.served.values()) == [1]
+        after = await backend.complete(request, CallContext())
+        assert (before.weights_version, after.weights_version) == (0, 1)
+        assert after.logprobs != before.logprobs
+        assert_same_logprobs(trainer_model, after.model_dump())
+        with pytest.raises(
+            ModelError, match=f"rollout: .*{url}/weights answered 400.*no \\*.safetensors file"
+        ):
+            await sync.push({}, 2)  # nothing to save: an empty checkpoint directory
+        again = await backend.complete(request, CallContext())
+        assert (again.weights_version, again.logprobs) == (1, after.logprobs)
+    finally:
+        await backend.stop()

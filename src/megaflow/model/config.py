@@ -76,10 +76,11 @@ class OpenAIModelConfig(_Routed):
     request_logprobs: bool = Field(
         False, description="Ask upstream for logprobs (and token ids, on vLLM)."
     )
-    weight_sync: Literal["none", "vllm", "sglang"] = Field(
+    weight_sync: Literal["none", "vllm", "sglang", "megaflow"] = Field(
         "none",
         description="How new weights reach the server: 'vllm' (dev-mode /collective_rpc "
-        "reload), 'sglang' (/update_weights_from_disk), or 'none' (it cannot take them).",
+        "reload), 'sglang' (/update_weights_from_disk), 'megaflow' (MegaFlow's own engine, "
+        "/v1/weights), or 'none' (it cannot take them).",
     )
     weight_sync_timeout_s: float = Field(
         600, gt=0, description="Longest wait for the server to load new weights."

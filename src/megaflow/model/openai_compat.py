@@ -24,8 +24,14 @@ own disk; tensors cannot travel this way. Two documented protocols:
   ``examples/offline_inference/skip_loading_weights_in_engine_init.py``, then
   ``POST /reset_prefix_cache`` so no cached prefix from the old weights is
   reused.
+- ``megaflow``: MegaFlow's own engine (``megaflow serve model`` or
+  ``megaflow serve-model``): ``POST /v1/weights`` with ``path`` and ``version``
+  behind the gateway's token; the answer lists the version every replica
+  serves, and each must be the new one. Its completions carry a ``megaflow``
+  extension (prompt and completion token ids, logprobs, the version that
+  answered), which is recorded in place of the standard fields.
 
-Neither was run against a real vLLM or SGLang here (no GPU); the tests check the
+Neither vLLM nor SGLang was run against a real vLLM or SGLang here (no GPU); the tests check the
 requests against a local server. An answer in flight during an update is
 recorded with the version it was sent under, the older one.
 """
@@ -51,7 +57,7 @@ from megaflow.model.abstract import (
 
 _PASS = ("tools", "tool_choice", "temperature", "top_p", "stop", "seed", "logprobs")
 
-WeightSync = Literal["none", "vllm", "sglang"]
+WeightSync = Literal["none", "vllm", "sglang", "megaflow"]
 
 
 class OpenAIBackend(Backend):
@@ -152,6 +158,12 @@ class OpenAIBackend(Backend):
             logprobs = [float(t["logprob"]) for t in content]
         token_ids = choice.get("token_ids")
         prompt_ids = data.get("prompt_token_ids")
+        ext = data.get("megaflow") if self.weight_sync == "megaflow" else None
+        if isinstance(ext, dict):  # MegaFlow's engine: what it fed and the version it served
+            token_ids, prompt_ids = ext.get("token_ids"), ext.get("prompt_token_ids")
+            logprobs = [float(x) for x in ext["logprobs"]] if ext.get("logprobs") else None
+            if ext.get("weights_version") is not None:
+                version = int(ext["weights_version"])
         return Completion(
             message=message,
             finish_reason=choice.get("finish_reason") or "stop",
@@ -171,7 +183,8 @@ class OpenAIBackend(Backend):
     async def update_weights(self, weights: Weights, version: int) -> None:
         if self.weight_sync == "none":
             raise ModelError(
-                f"{self.name} cannot take new weights; set weight_sync to 'vllm' or 'sglang'"
+                f"{self.name} cannot take new weights; set weight_sync to 'vllm', 'sglang' "
+                "or 'megaflow'"
             )
         if not isinstance(weights, str):
             raise InvalidInput(
@@ -183,7 +196,12 @@ class OpenAIBackend(Backend):
                     f"{self.name}: weights version {version} is not newer than the served "
                     f"version {self.weights_version}"
                 )
-            if self.weight_sync == "sglang":
+            if self.weight_sync == "megaflow":
+                answer = await self._native("/v1/weights", {"path": weights, "version": version})
+                served = [b.get("weights_version") for b in (answer or {}).get("backends", [])]
+                if not served or any(v != version for v in served):
+                    raise ModelError(f"{self.server_url} serves {served} after weights v{version}")
+            elif self.weight_sync == "sglang":
                 body = {"model_path": weights, "weight_version": str(version)}
                 answer = await self._native("/update_weights_from_disk", body)
                 if isinstance(answer, dict) and answer.get("success") is False:
