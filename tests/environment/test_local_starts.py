@@ -41,8 +41,11 @@ async def test_at_most_max_starting_sandboxes_start_at_once(tmp_path: Path) -> N
 
 async def test_no_thread_per_sandbox_and_a_killed_bubblewrap_is_reaped(local: LocalRuntime) -> None:
     before = threading.active_count()
-    boxes = [await local.create(EnvironmentSpec()) for _ in range(4)]
-    assert threading.active_count() <= before + 1  # at most a worker of the thread pool
+    boxes = [await local.create(EnvironmentSpec()) for _ in range(6)]
+    # No thread per sandbox: at most the thread pool's workers, of which a
+    # busy machine may start a second when one hop is handed out before the
+    # last one's worker is idle again.
+    assert threading.active_count() <= before + 2
     victim = boxes[0]
     assert victim.proc is not None
     os.kill(victim.proc.pid, signal.SIGKILL)
