@@ -96,9 +96,12 @@ async def test_token_data_travels_through_the_http_gateway(tiny_model: Path) -> 
 
 
 @pytest.mark.slow
-async def test_sampling_varies_and_records_the_plain_model_logprobs(tiny_model: Path) -> None:
-    """Sampled at temperature 0.7 with top-p, the recorded logprobs are still the plain
-    model's (temperature 1, no cut): what a teacher-forced forward pass gives."""
+async def test_sampling_varies_and_records_the_sampled_distributions_logprobs(
+    tiny_model: Path,
+) -> None:
+    """Sampled at temperature 0.7 with top-p, the recorded logprobs are those of
+    the model's logits divided by 0.7 (no top-p cut), as the trainer computes them
+    with train.temperature 0.7; greedy ones are the plain model's."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -112,9 +115,10 @@ async def test_sampling_varies_and_records_the_plain_model_logprobs(tiny_model: 
     assert a.token_ids != b.token_ids
     assert unseeded[0].token_ids != unseeded[1].token_ids
     model = AutoModelForCausalLM.from_pretrained(tiny_model, local_files_only=True).eval()
-    for out in (a, greedy):
+    for out, temperature in ((a, 0.7), (greedy, 1.0)):
         prompt, new = out.prompt_token_ids or [], out.token_ids or []
         with torch.no_grad():
             logits = model(torch.tensor([prompt + new])).logits[0, len(prompt) - 1 : -1]
-        expected = logits.log_softmax(-1).gather(-1, torch.tensor(new)[:, None])[:, 0]
+        scaled = (logits / temperature).log_softmax(-1)
+        expected = scaled.gather(-1, torch.tensor(new)[:, None])[:, 0]
         assert out.logprobs == pytest.approx(expected.tolist(), abs=1e-4)

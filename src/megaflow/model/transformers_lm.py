@@ -14,10 +14,11 @@ ids, a logprob per completion token and the weights version that answered.
 Sampling honours the request's ``temperature`` (0 = greedy), ``top_p``,
 ``seed`` and a ``top_k`` extension (default: none, as in the OpenAI API);
 the model's own generation defaults do not apply. The recorded logprob of a
-token is the plain model's, ``log_softmax`` of the unprocessed logits at
-temperature 1, with no top-p or top-k cut: the "old policy" logprob a PPO or
-GRPO ratio needs. It equals the sampling distribution's logprob only when
-sampling at temperature 1 with no top-p or top-k.
+token is that of the distribution it was sampled from: ``log_softmax`` of
+the logits divided by the sampling temperature (1 for greedy), with no top-p
+or top-k cut. That is the "old policy" logprob a PPO or GRPO ratio needs,
+since the trainer divides its logits by the same temperature
+(``train.temperature``): on-policy, the ratio is 1 at any temperature.
 
 New weights (:meth:`TransformersBackend.update_weights`) are copied into the
 live model under the lock generation holds, so a generation in flight
@@ -159,6 +160,7 @@ class TransformersBackend(Backend):
         pad = self._tok.pad_token_id
         if pad is None:
             pad = self._tok.eos_token_id
+        sampling = self._sampling(request)
         with torch.no_grad():
             out = self._model.generate(
                 input_ids=torch.tensor([prompt]),
@@ -167,14 +169,10 @@ class TransformersBackend(Backend):
                 return_dict_in_generate=True,
                 output_logits=True,
                 pad_token_id=pad,
-                **self._sampling(request),
-            )
-            # Over the raw logits: the plain model's logprob at temperature 1.
-            scores = self._model.compute_transition_scores(
-                out.sequences, out.logits, normalize_logits=True
+                **sampling,
             )
         new_ids = [int(t) for t in out.sequences[0, len(prompt) :].tolist()]
-        logprobs = [float(x) for x in scores[0].tolist()][: len(new_ids)]
+        logprobs = sampled_logprobs(out.logits, new_ids, sampling.get("temperature", 1.0))
         eos = self._tok.eos_token_id
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
         content, calls = parse_tool_calls(self._tok.decode(new_ids, skip_special_tokens=True))
@@ -254,6 +252,18 @@ _TINY_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }} : {{ m['content'] or '' }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant :{% endif %}"
 )
+
+
+def sampled_logprobs(logits: Any, token_ids: list[int], temperature: float) -> list[float]:
+    """The logprob of each generated token under ``log_softmax(logits / temperature)``;
+    ``logits`` is ``generate``'s tuple of per-step raw logits."""
+    import torch
+
+    steps = torch.stack(list(logits)[: len(token_ids)], dim=1)[0].float()
+    if temperature != 1.0:
+        steps = steps / temperature
+    picked = steps.gather(-1, torch.tensor(token_ids).unsqueeze(-1)).squeeze(-1)
+    return [float(x) for x in (picked - torch.logsumexp(steps, dim=-1)).tolist()]
 
 
 def build_tiny_model(path: str | Path, *, seed: int = 0, layers: int = 2, dim: int = 32) -> Path:
