@@ -75,3 +75,22 @@ def test_signal_is_differing_rewards_or_any_earned_one() -> None:
     assert has_signal(_batch([(1.0, False), (1.0, False)]))  # converged, not broken
     assert not has_signal(_batch([(0.0, False), (0.0, False)], [(0.0, False)]))
     assert not has_signal(_batch([(0.0, False), (1.0, True)]))  # a masked sample is no reward
+
+
+async def test_a_held_out_round_with_nothing_graded_says_so(tmp_path: Path, policy: Path) -> None:
+    """Every held-out sample lost (its repository gone): the round is recorded
+    as having no graded sample, not as a reward of 0.000."""
+    rows = [json.loads(line) for line in (TASKS / "heldout.jsonl").read_text().splitlines()[:2]]
+    for r in rows:
+        r["megaflow_source"]["path"] = "repos/gone"
+    held = tmp_path / "h" / "heldout.jsonl"
+    held.parent.mkdir()
+    held.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    raw = train_config(tmp_path, policy, steps=1)
+    raw["train"]["held_out"] = {"path": str(held), "limit": 2}
+    lines: list[str] = []
+    loop = TrainLoop(parse_config(raw), run_id="blind", printer=lines.append)
+    curve = await loop.run()
+    assert "held-out reward before training: no graded sample, 2 lost (weights v0)" in lines
+    assert curve.evals[0].reward_mean is None
+    assert curve.evals[0].masked == 2

@@ -91,9 +91,11 @@ def train(
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     if curve.evals:
         first, last = curve.evals[0], curve.evals[-1]
+        shown = [f"{e.reward_mean:.3f}" if e.reward_mean is not None else "none graded"
+                 for e in (first, last)]  # fmt: skip
         console.print(
-            f"held-out reward: {first.reward_mean:.3f} at step {first.step} -> "
-            f"{last.reward_mean:.3f} at step {last.step} (weights v{last.weights_version})",
+            f"held-out reward: {shown[0]} at step {first.step} -> "
+            f"{shown[1]} at step {last.step} (weights v{last.weights_version})",
             highlight=False,
         )
     if loop.sync_s:

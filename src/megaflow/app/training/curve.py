@@ -37,7 +37,7 @@ class EvalPoint(BaseModel):
 
     step: int = Field(description="Steps trained before the round (0: before training).")
     weights_version: int
-    reward_mean: float
+    reward_mean: float | None = Field(description="None: no sample of the round was graded.")
     samples: int = Field(description="Samples graded (masked ones excluded).")
     masked: int = Field(0, description="Samples lost to the infrastructure.")
 
@@ -77,15 +77,16 @@ class Curve(BaseModel):
                     [s.reward_mean for s in self.steps],
                     color="tab:blue", alpha=0.6, label="train reward (step)",
                 )  # fmt: skip
-            if self.evals:
+            graded = [(e.step, e.reward_mean) for e in self.evals if e.reward_mean is not None]
+            if graded:
                 ax.plot(
-                    [e.step for e in self.evals],
-                    [e.reward_mean for e in self.evals],
+                    [step for step, _ in graded],
+                    [mean for _, mean in graded],
                     "o-", color="tab:red", label="held-out reward",
                 )  # fmt: skip
             ax.set_xlabel("training step")
             ax.set_ylabel("reward")
-            values = [s.reward_mean for s in self.steps] + [e.reward_mean for e in self.evals]
+            values = [s.reward_mean for s in self.steps] + [mean for _, mean in graded]
             ax.set_ylim(min([0.0, *values]) - 0.05, max([1.0, *values]) + 0.05)
             ax.grid(alpha=0.3)
             ax.legend(loc="best")

@@ -233,13 +233,16 @@ class TrainLoop:
         point = EvalPoint(
             step=step,
             weights_version=self.version,
-            reward_mean=sum(rewards) / len(rewards) if rewards else 0.0,
+            reward_mean=sum(rewards) / len(rewards) if rewards else None,
             samples=len(rewards),
             masked=lost,
         )
         self.curve.evals.append(point)
         what = "before training" if step == 0 else f"after step {step}"
         gone = f", {point.masked} lost" if point.masked else ""
+        if point.reward_mean is None:  # not 0.000: nothing was graded
+            self.say(f"held-out reward {what}: no graded sample{gone} (weights v{self.version})")
+            return
         self.say(
             f"held-out reward {what}: {point.reward_mean:.3f} over {point.samples} samples"
             f"{gone} (weights v{self.version})"
