@@ -10,6 +10,7 @@ must leave the old version serving and fail the push naming the engine.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -46,16 +47,18 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("engine-model"), seed=0)
 
 
-@pytest.fixture
-async def engine(base: Path, tmp_path: Path) -> AsyncIterator[ClusterConfig]:
-    """An engine in its own process; stopped (SIGTERM, then SIGKILL) after the test."""
+@contextlib.asynccontextmanager
+async def running_engine(model: Path, tmp_path: Path) -> AsyncIterator[ClusterConfig]:
+    """``megaflow serve model`` on ``model`` in its own process, healthy; stopped
+    (SIGTERM, then SIGKILL) when the block ends. Its token is ``TOKEN``."""
     raw = {
         "auth": {"token": TOKEN},
         "model": {
             "port": free_port(), "http_port": free_port(),
-            "config": {"type": "transformers", "model": str(base), "max_new_tokens": 6},
+            "config": {"type": "transformers", "model": str(model), "max_new_tokens": 6},
         },
     }  # fmt: skip
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(raw))
     log = tmp_path / "engine.log"
@@ -78,6 +81,12 @@ async def engine(base: Path, tmp_path: Path) -> AsyncIterator[ClusterConfig]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(30)
+
+
+@pytest.fixture
+async def engine(base: Path, tmp_path: Path) -> AsyncIterator[ClusterConfig]:
+    async with running_engine(base, tmp_path) as cfg:
+        yield cfg
 
 
 async def answer(http: httpx.AsyncClient, url: str) -> dict[str, Any]:

@@ -43,6 +43,11 @@ class _Routed(_Cfg):
     def served_name(self) -> str:
         return self.name or self.default_name()
 
+    def weight_forms(self) -> frozenset[str]:
+        """How this backend takes new weights: ``tensors`` (a state dict in this
+        process), ``path`` (a checkpoint it reads); none if it cannot."""
+        return frozenset()
+
 
 class ReplayModelConfig(_Routed):
     """Plays a task's reference solution (or an empty patch, as a control)."""
@@ -106,6 +111,9 @@ class OpenAIModelConfig(_Routed):
     def default_name(self) -> str:
         return self.model
 
+    def weight_forms(self) -> frozenset[str]:
+        return frozenset() if self.weight_sync == "none" else frozenset({"path"})
+
 
 class TransformersModelConfig(_Routed):
     """A local Hugging Face causal LM on CPU."""
@@ -133,6 +141,9 @@ class TransformersModelConfig(_Routed):
 
     def default_name(self) -> str:
         return Path(self.model).name or "transformers"
+
+    def weight_forms(self) -> frozenset[str]:
+        return frozenset({"tensors", "path"})
 
 
 class ScriptedModelConfig(_Routed):

@@ -29,7 +29,9 @@ own disk; tensors cannot travel this way. Two documented protocols:
   behind the gateway's token; the answer lists the version every replica
   serves, and each must be the new one. Its completions carry a ``megaflow``
   extension (prompt and completion token ids, logprobs, the version that
-  answered), which is recorded in place of the standard fields.
+  answered), which is recorded in place of the standard fields; the call's
+  trajectory id goes along (``X-MegaFlow-Trajectory``), so the engine feeds
+  later turns token-in, and a released trajectory is released there too.
 
 Neither vLLM nor SGLang was run against a real vLLM or SGLang here (no GPU); the tests check the
 requests against a local server. An answer in flight during an update is
@@ -39,6 +41,7 @@ recorded with the version it was sent under, the older one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Any, Literal
 
@@ -46,6 +49,8 @@ import httpx
 
 from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, TransportError
 from megaflow.model.abstract import (
+    TRAJECTORY_HEADER,
+    UNASSIGNED,
     Backend,
     CallContext,
     ChatRequest,
@@ -84,6 +89,7 @@ class OpenAIBackend(Backend):
         self.weight_sync_timeout_s = weight_sync_timeout_s
         self._http: httpx.AsyncClient | None = None
         self._updating = asyncio.Lock()
+        self._forgetting: set[asyncio.Task[None]] = set()
 
     @property
     def server_url(self) -> str:
@@ -110,6 +116,9 @@ class OpenAIBackend(Backend):
             )
 
     async def stop(self) -> None:
+        for task in list(self._forgetting):
+            task.cancel()
+        await asyncio.gather(*self._forgetting, return_exceptions=True)
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -130,7 +139,9 @@ class OpenAIBackend(Backend):
         assert self._http is not None
         version = self.weights_version if self.weight_sync != "none" else None
         try:
-            response = await self._http.post("/chat/completions", json=self._body(request))
+            response = await self._http.post(
+                "/chat/completions", json=self._body(request), headers=self._headers(ctx)
+            )
         except httpx.TimeoutException as exc:
             raise MegaFlowTimeout(f"{self.base_url} gave no answer in {self.timeout_s:g}s") from exc
         except httpx.TransportError as exc:
@@ -146,6 +157,29 @@ class OpenAIBackend(Backend):
             return self._parse(response.json(), request, version)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ModelError(f"{self.base_url} sent no usable chat completion: {exc!r}") from exc
+
+    def _headers(self, ctx: CallContext) -> dict[str, str]:
+        """MegaFlow's engine feeds a trajectory's later turns token-in, by its id."""
+        if self.weight_sync == "megaflow" and ctx.trajectory_id != UNASSIGNED:
+            return {TRAJECTORY_HEADER: ctx.trajectory_id}
+        return {}
+
+    def release(self, trajectory_id: str) -> None:
+        """Have MegaFlow's engine forget the trajectory too (in the background)."""
+        if self.weight_sync != "megaflow" or self._http is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._forget(trajectory_id))
+        except RuntimeError:  # no loop: the engine's own bound drops it later
+            return
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _forget(self, trajectory_id: str) -> None:
+        if self._http is None:
+            return
+        with contextlib.suppress(httpx.HTTPError):
+            await self._http.delete(f"/trajectories/{trajectory_id}", timeout=10)
 
     def _parse(self, data: dict[str, Any], request: ChatRequest, version: int | None) -> Completion:
         choice = data["choices"][0]

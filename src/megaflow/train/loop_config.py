@@ -89,6 +89,12 @@ class TrainingConfig(TrainerConfig):
         "sample scored 0 (nothing to learn from, as when the grading environment is broken); "
         "None: never stop for it.",
     )
+    policy: str | None = Field(
+        None,
+        description="The model directory the trainer starts from; the rollout model's own "
+        "for model.type transformers. Needed when the rollout engines run elsewhere "
+        "(model.type openai): they must serve these weights as version 0.",
+    )
     weight_sync: WeightSyncConfig = Field(
         default_factory=InProcessSyncConfig,
         description="How new weights reach the rollout engines: in_process (tensors, the "

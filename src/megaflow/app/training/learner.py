@@ -4,8 +4,9 @@ The loop's ``train:`` section is the trainer's :class:`TrainerConfig` with
 the loop's own fields beside it; the trainer gets its fields only (its ranks
 re-read them strictly), with the checkpoint prefix made the run's own
 (``<checkpoint_prefix>/<run id>``), so a run resumes from its checkpoints
-and no other's. The policy starts from the rollout model's own directory:
-the trainer and the ``transformers`` backend load the same weights, version 0.
+and no other's. The policy starts from ``train.policy``, else the rollout
+model's own directory: the trainer and the engines hold the same weights,
+version 0.
 torch is imported when the trainer starts, not with this module.
 """
 
@@ -31,19 +32,36 @@ def trainer_config(tc: TrainingConfig, run_id: str) -> TrainerConfig:
 
 
 def policy_dir(cfg: RunConfig) -> Path:
-    """The rollout model's directory, which the trainer starts from."""
-    model = cfg.model
-    if not isinstance(model, TransformersModelConfig):
+    """The directory the trainer starts from: ``train.policy``, else the rollout
+    model's own; checked to take weights the way ``train.weight_sync`` sends them."""
+    model, tc = cfg.model, cfg.train
+    forms = model.weight_forms()
+    if not forms:
         raise ConfigError(
-            f"megaflow train updates the rollout model in place; model.type is "
-            f"{model.type!r}, use 'transformers' (a local model directory)",
-            [("model.type", "must be transformers for a training run")],
+            f"megaflow train pushes new weights to the rollout model, and model.type "
+            f"{model.type!r} cannot take them; use 'transformers' (a local model directory) "
+            f"or 'openai' with a weight_sync",
+            [("model.type", "cannot take new weights")],
         )
-    path = Path(model.model)
+    if tc is not None and tc.weight_sync.carries not in forms:
+        raise ConfigError(
+            f"train.weight_sync.type {tc.weight_sync.type!r} sends {tc.weight_sync.carries}, "
+            f"which model.type {model.type!r} cannot take; use 'disk'",
+            [("train.weight_sync.type", f"{model.type} takes {', '.join(sorted(forms))}")],
+        )
+    if tc is not None and tc.policy is not None:
+        path, field = Path(tc.policy), "train.policy"
+    elif isinstance(model, TransformersModelConfig):
+        path, field = Path(model.model), "model.model"
+    else:
+        raise ConfigError(
+            "train.policy is not set: with the rollout model elsewhere, name the model "
+            "directory the trainer starts from (the weights the engines serve as version 0)",
+            [("train.policy", "required unless model.type is transformers")],
+        )
     if not path.is_dir():
         raise ConfigError(
-            f"model.model: {path} is not a model directory",
-            [("model.model", "no such directory")],
+            f"{field}: {path} is not a model directory", [(field, "no such directory")]
         )
     return path
 

@@ -9,7 +9,7 @@ Each config builds its sync (``build``), importing its module only then::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,12 +20,16 @@ if TYPE_CHECKING:
 class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    carries: ClassVar[str]
+    """What reaches the engines: ``tensors`` or a ``path``; the rollout model must take it."""
+
 
 class InProcessSyncConfig(_Cfg):
     """The rollout backends run in the trainer's process and take the state dict
     as tensors. Needs an in-process model (``model.type: transformers``)."""
 
     type: Literal["in_process"] = Field("in_process", description="This sync's tag.")
+    carries: ClassVar[str] = "tensors"
 
     def build(self, engines: Engines, *, base_model: Path, run_id: str) -> WeightSync:
         from megaflow.train.weight_sync.in_process import InProcessWeightSync
@@ -38,6 +42,7 @@ class DiskSyncConfig(_Cfg):
     under ``ROOT/<run id>/v<version>/``; every engine loads it by path."""
 
     type: Literal["disk"] = Field("disk", description="This sync's tag.")
+    carries: ClassVar[str] = "path"
     root: str = Field(
         ".megaflow/weights",
         description="Directory the checkpoints go to; the engines must read it under the "

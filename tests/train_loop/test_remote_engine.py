@@ -1,0 +1,60 @@
+"""`megaflow train` through an engine in another process: the rollout model is an
+``openai`` client of ``megaflow serve model``, new weights go as ``disk`` checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from megaflow.app.training.loop import TrainLoop
+from megaflow.config import parse_config
+from megaflow.core.errors import ConfigError
+from megaflow.rpc.model_client import GrpcModelControl
+from tests.train.test_weight_sync_engine import TOKEN, running_engine
+from tests.train_loop.conftest import train_config
+from tests.train_loop.test_modes import _calls
+
+pytestmark = pytest.mark.slow
+
+
+def remote(tmp_path: Path, policy: Path, base_url: str, **train: object) -> dict[str, object]:
+    raw = train_config(tmp_path, policy, steps=2, checkpoint_every=0, policy=str(policy), **train)
+    raw["model"] = {
+        "type": "openai", "base_url": base_url, "model": "default",
+        "api_key_env": "ENGINE_TOKEN", "weight_sync": "megaflow",
+    }  # fmt: skip
+    raw["agent"]["temperature"] = 1.0  # type: ignore[index]
+    return raw
+
+
+async def test_the_loop_trains_through_an_engine_in_another_process(
+    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGINE_TOKEN", TOKEN)
+    async with running_engine(policy, tmp_path / "engine") as engine:
+        sync = {"type": "disk", "root": str(tmp_path / "weights")}
+        raw = remote(tmp_path, policy, engine.model.base_url(), weight_sync=sync)
+        loop = TrainLoop(parse_config(raw), run_id="tl-remote", printer=lambda _: None)
+        curve = await loop.run()
+        assert [p.weights_version for p in curve.steps] == [1, 2]
+        async with GrpcModelControl(engine.model.target, TOKEN) as control:
+            assert [b.weights_version for b in await control.list_backends()] == [2]
+    versions = {
+        r: {c.weights_version for c in calls} for r, calls in _calls(tmp_path / "art").items()
+    }
+    assert versions["s00001"] == {0}
+    assert versions["s00002"] == {1}  # rolled out by the engine on step 1's checkpoint
+    assert all(p.samples > 0 for p in curve.steps)
+
+
+def test_a_sync_the_rollout_model_cannot_take_is_a_config_error(
+    tmp_path: Path, policy: Path
+) -> None:
+    raw = remote(tmp_path, policy, "http://127.0.0.1:9/v1")  # weight_sync: in_process
+    with pytest.raises(ConfigError, match=r"train\.weight_sync\.type 'in_process' sends tensors"):
+        TrainLoop(parse_config(raw), run_id="tl-bad", printer=lambda _: None)
+    raw = remote(tmp_path, policy, "http://127.0.0.1:9/v1", weight_sync={"type": "disk"})
+    del raw["train"]["policy"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"train\.policy is not set"):
+        TrainLoop(parse_config(raw), run_id="tl-bad", printer=lambda _: None)
