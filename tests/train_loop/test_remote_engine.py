@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,7 @@ from megaflow.config import parse_config
 from megaflow.core.errors import ConfigError
 from megaflow.rpc.model_client import GrpcModelControl
 from tests.train.test_weight_sync_engine import TOKEN, running_engine
-from tests.train_loop.conftest import train_config
+from tests.train_loop.conftest import train_config, write_config
 from tests.train_loop.test_modes import _calls
 
 pytestmark = pytest.mark.slow
@@ -58,3 +62,30 @@ def test_a_sync_the_rollout_model_cannot_take_is_a_config_error(
     del raw["train"]["policy"]  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"train\.policy is not set"):
         TrainLoop(parse_config(raw), run_id="tl-bad", printer=lambda _: None)
+
+
+def train_cli(config: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "ENGINE_TOKEN": TOKEN}
+    return subprocess.run(
+        [sys.executable, "-m", "megaflow.cli.main", "train", str(config)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+
+
+async def test_megaflow_train_through_an_engine_and_its_config_errors(
+    tmp_path: Path, policy: Path
+) -> None:
+    async with running_engine(policy, tmp_path / "engine") as engine:
+        url = engine.model.base_url()
+        sync = {"type": "disk", "root": str(tmp_path / "weights")}
+        ok = write_config(tmp_path, remote(tmp_path, policy, url, weight_sync=sync))
+        done = await asyncio.to_thread(train_cli, ok)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "step 2/2" in done.stdout
+        assert "(weights v2)" in done.stdout
+        bad = write_config(tmp_path, remote(tmp_path, policy, url))  # in_process: tensors
+        refused = await asyncio.to_thread(train_cli, bad)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "train.weight_sync.type" in refused.stdout + refused.stderr
+        async with GrpcModelControl(engine.model.target, TOKEN) as control:
+            assert [b.weights_version for b in await control.list_backends()] == [2]
