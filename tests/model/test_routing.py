@@ -124,3 +124,36 @@ async def test_hanging_backend_times_out_without_retry() -> None:
         await router.complete(REQ, CallContext(trajectory_id="t9"))
     assert gate.peak == 1
     assert router.outstanding == 0
+
+
+class Named(Backend):
+    """Answers at once with its name; fails with a transport error while ``down``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.down = False
+
+    async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion:
+        if self.down:
+            raise TransportError(f"{self.name} is down")
+        return Completion(message={"role": "assistant", "content": self.name})
+
+
+async def test_a_trajectory_stays_on_the_replica_of_its_first_call() -> None:
+    a, b = Named("a"), Named("b")
+    router = Router([a, b], retries=1, backoff_s=0)
+
+    async def where(tid: str) -> str:
+        return (await router.complete(REQ, CallContext(trajectory_id=tid))).content
+
+    first = {t: await where(t) for t in ("t1", "t2", "t3")}  # odd: plain rotation would move them
+    assert set(first.values()) == {"a", "b"}  # new trajectories still spread
+    for _ in range(3):
+        assert {t: await where(t) for t in first} == first
+    router.release("t1")
+    assert "t1" not in router._affinity
+    lost = next(t for t, name in first.items() if name == "a")
+    a.down = True  # a transport error ends the affinity: the retry goes to b
+    assert await where(lost) == "b"
+    a.down = False
+    assert await where(lost) == "b"  # and it stays there

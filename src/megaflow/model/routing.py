@@ -1,10 +1,13 @@
 """Routing of model calls across a backend's replicas.
 
-The router sends each call to the replica with the fewest calls in flight,
-holds a concurrency cap and a token bucket for the backend as a whole, bounds
-every try with a timeout, and retries only transport errors (the backend
-could not be reached), never a model error or a timeout: a timeout means the
-backend may still be working, and a second try would double its load.
+The router sends each call to the replica with the fewest calls in flight
+(all calls of one trajectory to the replica its first call went to, which
+holds that trajectory's token-in state and prefix cache; a transport error or
+a drain ends the affinity), holds a concurrency cap and a token bucket for the
+backend as a whole, bounds every try with a timeout, and retries only
+transport errors (the backend could not be reached), never a model error or a
+timeout: a timeout means the backend may still be working, and a second try
+would double its load.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from megaflow.core.errors import InvalidInput, MegaFlowTimeout, TransportError
-from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
+from megaflow.model.abstract import UNASSIGNED, Backend, CallContext, ChatRequest, Completion
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +89,8 @@ class Router:
         self._cap = asyncio.Semaphore(max_concurrency)
         self._bucket = TokenBucket(requests_per_s, burst) if requests_per_s else None
         self._next = 0
+        self._affinity: OrderedDict[str, Replica] = OrderedDict()
+        self.max_affinities = 100_000  # trajectories never released must not grow memory
 
     @property
     def outstanding(self) -> int:
@@ -100,11 +106,26 @@ class Router:
 
     def release(self, trajectory_id: str) -> None:
         """Tell every replica's backend to forget ``trajectory_id``."""
+        self._affinity.pop(trajectory_id, None)
         for r in self.replicas:
             r.backend.release(trajectory_id)
 
-    def pick(self) -> Replica:
-        """The replica with the fewest calls in flight; ties rotate."""
+    def pick(self, trajectory_id: str = UNASSIGNED) -> Replica:
+        """The trajectory's replica if it has one still routed; else the one with the
+        fewest calls in flight (ties rotate), which the trajectory then keeps."""
+        if trajectory_id != UNASSIGNED:
+            kept = self._affinity.get(trajectory_id)
+            if kept is not None and kept in self.replicas:
+                self._affinity.move_to_end(trajectory_id)
+                return kept
+            chosen = self._least()
+            self._affinity[trajectory_id] = chosen
+            if len(self._affinity) > self.max_affinities:
+                self._affinity.popitem(last=False)
+            return chosen
+        return self._least()
+
+    def _least(self) -> Replica:
         n = len(self.replicas)
         order = [self.replicas[(self._next + i) % n] for i in range(n)]
         self._next = (self._next + 1) % n
@@ -116,6 +137,7 @@ class Router:
             try:
                 return await self._try(request, ctx)
             except TransportError as exc:
+                self._affinity.pop(ctx.trajectory_id, None)  # the retry may go elsewhere
                 if attempt >= self.retries:
                     raise TransportError(
                         f"model backend unreachable after {attempt + 1} tries: {exc}"
@@ -129,7 +151,7 @@ class Router:
         if self._bucket is not None:
             await self._bucket.acquire()
         async with self._cap:
-            replica = self.pick()
+            replica = self.pick(ctx.trajectory_id)
             replica.outstanding += 1
             try:
                 async with asyncio.timeout(self.timeout_s):
