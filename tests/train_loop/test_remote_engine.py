@@ -62,6 +62,10 @@ def test_a_sync_the_rollout_model_cannot_take_is_a_config_error(
     del raw["train"]["policy"]  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match=r"train\.policy is not set"):
         TrainLoop(parse_config(raw), run_id="tl-bad", printer=lambda _: None)
+    raw = remote(tmp_path, policy, "http://127.0.0.1:9/v1", weight_sync={"type": "disk"})
+    del raw["agent"]["temperature"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"agent\.temperature is not set"):
+        TrainLoop(parse_config(raw), run_id="tl-bad", printer=lambda _: None)
 
 
 def train_cli(config: Path) -> subprocess.CompletedProcess[str]:

@@ -84,7 +84,14 @@ def load_splits(cfg: RunConfig, config_dir: Path | None) -> Splits:
         )
     agent_t = getattr(cfg.agent, "temperature", None)
     temperature = agent_t if agent_t is not None else getattr(cfg.model, "temperature", None)
-    if temperature is not None and abs(temperature - tc.temperature) > 1e-9:
+    if temperature is None:
+        raise ConfigError(
+            f"agent.temperature is not set and model.type {cfg.model.type!r} has no temperature "
+            f"of its own, so the sampler's distribution is the server's default; set "
+            f"agent.temperature to train.temperature ({tc.temperature:g})",
+            [("agent.temperature", "required with this model for a training run")],
+        )
+    if abs(temperature - tc.temperature) > 1e-9:
         where = "agent" if agent_t is not None else "model"
         raise ConfigError(
             f"{where}.temperature ({temperature:g}) differs from train.temperature "
