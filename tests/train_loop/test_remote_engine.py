@@ -14,7 +14,9 @@ import pytest
 from megaflow.app.training.loop import TrainLoop
 from megaflow.config import parse_config
 from megaflow.core.errors import ConfigError
+from megaflow.model.transformers_lm import build_tiny_model
 from megaflow.rpc.model_client import GrpcModelControl
+from tests.fixtures.servers import free_port
 from tests.train.test_weight_sync_engine import TOKEN, running_engine
 from tests.train_loop.conftest import train_config, write_config
 from tests.train_loop.test_modes import _calls
@@ -93,3 +95,20 @@ async def test_megaflow_train_through_an_engine_and_its_config_errors(
         assert "train.weight_sync.type" in refused.stdout + refused.stderr
         async with GrpcModelControl(engine.model.target, TOKEN) as control:
             assert [b.weights_version for b in await control.list_backends()] == [2]
+
+
+async def test_an_engine_with_another_tokenizer_or_none_at_all_is_refused_at_start(
+    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGINE_TOKEN", TOKEN)
+    sync = {"type": "disk", "root": str(tmp_path / "weights")}
+    nobody = remote(tmp_path / "a", policy, f"http://127.0.0.1:{free_port()}/v1", weight_sync=sync)
+    with pytest.raises(ConfigError, match="did not answer the start probe"):
+        await TrainLoop(parse_config(nobody), run_id="tl-none", printer=lambda _: None).run()
+    other = build_tiny_model(tmp_path / "other")  # another vocabulary
+    async with running_engine(other, tmp_path / "engine") as engine:
+        raw = remote(tmp_path / "b", policy, engine.model.base_url(), weight_sync=sync)
+        loop = TrainLoop(parse_config(raw), run_id="tl-other", printer=lambda _: None)
+        with pytest.raises(ConfigError, match="tokenizer differs") as e:
+            await loop.run()
+    assert e.value.errors[0][0] == "train.policy"

@@ -40,6 +40,7 @@ from megaflow.app.job import Job
 from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.plan import PromptPlan
+from megaflow.app.training.probe import check_tokenizer
 from megaflow.app.training.rollouts import Batch, Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
@@ -113,6 +114,7 @@ class TrainLoop:
             self.sync = self.tc.weight_sync.build(
                 engines_of(model), base_model=policy_dir(self.cfg), run_id=self.run_id
             )
+            await check_tokenizer(model, policy_dir(self.cfg))
             trainer = await asyncio.to_thread(open_trainer, self.cfg, self.run_id)
             try:
                 self.trainer = trainer
