@@ -54,6 +54,7 @@ async def test_async_mode_drops_the_samples_older_than_max_staleness(
         assert point.dropped == stale  # each stale sample dropped, no fresh one
         assert point.staleness_max == max(version_before - v for v in oldest)
         version_before = point.weights_version
+    assert all(p.kl is None for p in curve.steps)  # kl_coef 0: no KL was measured
     assert curve.steps[0].dropped == 0  # generated with the weights it trains
     assert sum(p.dropped for p in curve.steps[1:]) > 0  # rounds 2, 3 ran ahead on v0
     # A step whose samples were all dropped takes no update.

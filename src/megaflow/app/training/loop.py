@@ -200,7 +200,8 @@ class TrainLoop:
                     await self._push()
             point = StepPoint(
                 step=step, prompts=self.plan.batch(step), reward_mean=batch.reward_mean,
-                loss=stats.loss if stats else None, kl=stats.kl if stats else None,
+                loss=stats.loss if stats else None,
+                kl=stats.kl if stats and tc.kl_coef > 0 else None,  # measured only then
                 weights_version=self.version, staleness_max=stale.staleness_max,
                 samples=stale.samples, dropped=stale.dropped, reweighted=stale.reweighted,
                 tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
@@ -292,12 +293,12 @@ def _check_signal(batch: Batch, flat: int, step: int, limit: int | None, run_id:
 
 def _line(p: StepPoint, tc: TrainingConfig, lost: int) -> str:
     loss = "-" if p.loss is None else f"{p.loss:.4f}"
-    kl = "-" if p.kl is None else f"{p.kl:.4f}"
+    kl = "" if p.kl is None else f"kl {p.kl:.4f}  "  # only when measured (kl_coef > 0)
     extra = f" dropped {p.dropped}" if p.dropped else ""
     extra += f" reweighted {p.reweighted}" if p.reweighted else ""
     extra += f" lost {lost}" if lost else ""
     return (
-        f"step {p.step}/{tc.steps}  reward {p.reward_mean:.3f}  loss {loss}  kl {kl}  "
+        f"step {p.step}/{tc.steps}  reward {p.reward_mean:.3f}  loss {loss}  {kl}"
         f"weights v{p.weights_version}  staleness {p.staleness_max}/{tc.max_staleness}"
         f"{extra}  {p.seconds:.1f} s"
     )
