@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,11 @@ def pytest_runtest_makereport(item, call):
 """
 # test_new.py as the test patch adds it; the bug (add subtracts) makes it fail.
 FAILING_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def write(path: str, text: str) -> str:
+    """The shell command by which the scripted agent writes ``text`` to ``path``."""
+    return f"mkdir -p $(dirname {path}) && printf %s {shlex.quote(text)} > {path}"
 
 
 @dataclass

@@ -12,13 +12,12 @@ again after a reset).
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.security.attack import FAILING_TEST, calc_task_set, run_attack
+from tests.security.attack import FAILING_TEST, calc_task_set, run_attack, write
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +29,6 @@ MODES: dict[str, dict[str, Any]] = {
     "ephemeral": {},
     "persistent-warm": {"environment": {"mode": "persistent", "pool": {"min": 1}}},
 }
-
-
-def write(path: str, text: str) -> str:
-    return f"printf %s {shlex.quote(text)} > {path}"
 
 
 def attack(tmp: Path, payload: str, mode: str, extra: list[str] | None = None, **over: Any) -> Any:

@@ -16,15 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.datasets.conftest import CALC_FIXED, git, write_jsonl
-from tests.security.attack import EVIL_PLUGIN, FAILING_TEST, calc_task_set, run_attack
+from tests.security.attack import EVIL_PLUGIN, FAILING_TEST, calc_task_set, run_attack, write
 
 pytestmark = pytest.mark.slow
 
 PYTEST = "python3 -m pytest -rA -p no:cacheprovider test_new.py"
-
-
-def write(path: str, text: str) -> str:
-    return f"mkdir -p $(dirname {path}) && printf %s {shlex.quote(text)} > {path}"
 
 
 def assert_unrewarded(tasks: list, patch_must_contain: bytes | None = None) -> None:  # type: ignore[type-arg]

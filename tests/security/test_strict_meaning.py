@@ -11,18 +11,13 @@ never loaded.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
 
-from tests.security.attack import EVIL_PLUGIN, FAILING_TEST, calc_task_set, run_attack
+from tests.security.attack import EVIL_PLUGIN, FAILING_TEST, calc_task_set, run_attack, write
 
 pytestmark = pytest.mark.slow
-
-
-def write(path: str, text: str) -> str:
-    return f"printf %s {shlex.quote(text)} > {path}"
 
 
 PYTEST = "python3 -m pytest -rA -p no:cacheprovider test_new.py"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from megaflow.core.states import TaskState
 from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.datasets.conftest import CALC_FIXED, TEST_NEW, diff_of, git, write_jsonl
-from tests.security.attack import calc_task_set, run_attack, run_config
+from tests.security.attack import calc_task_set, run_attack, run_config, write
 
 pytestmark = pytest.mark.slow
 
@@ -130,10 +129,6 @@ def test_a_passed_calibration_is_kept_for_later_runs(tmp_path: Path) -> None:
     finding = {**record, "allowed": ["the tests called gc.get_objects"]}
     asyncio.run(store.put(key, json.dumps(finding).encode()))
     walk = "import gc\n_walked = gc.get_objects()\n\ndef add(a, b):\n    return a + b\n"
-    (t,) = run_attack(tmp_path / "two", tasks, [write_calc(walk)])
+    (t,) = run_attack(tmp_path / "two", tasks, [write("calc.py", walk)])
     assert t.reward == 1.0, t.grade
     assert not t.grade["tampered"]
-
-
-def write_calc(text: str) -> str:
-    return f"printf %s {shlex.quote(text)} > calc.py"
