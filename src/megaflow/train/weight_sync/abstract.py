@@ -8,6 +8,11 @@ another one): ``update_weights(weights, version)`` answers with the version
 each replica serves. A push returns once every engine reports ``version``, or
 raises an error naming the engines that did not take it; an engine that
 refuses keeps serving the weights it had.
+
+The ``broadcast`` sync needs more of an engine: :class:`GroupEngineControl`,
+membership of a ``torch.distributed`` group with the trainer (its wire types
+are in :mod:`megaflow.core.weight_group`, shared with the engines). MegaFlow's
+own engine, its ``openai`` client and the vLLM and SGLang adapters implement it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+from megaflow.core.weight_group import TensorMeta, WeightGroup
 
 
 class EngineStatus(Protocol):
@@ -33,6 +40,41 @@ class EngineControl(Protocol):
     ``weights`` may be a state dict; over RPC it is a path the engine can read."""
 
     async def update_weights(self, weights: Any, version: int) -> Sequence[EngineStatus]: ...
+
+
+@runtime_checkable
+class GroupEngineControl(Protocol):
+    """What the ``broadcast`` sync needs of an engine: its workers join a
+    ``torch.distributed`` group with the trainer's rank 0 and receive every tensor
+    by broadcast (SGLang's ``init_weights_update_group`` and
+    ``update_weights_from_distributed``; vLLM's worker-extension
+    ``init_weight_update_group`` and ``update_weight``).
+
+    An update is all or nothing on each engine: it receives every bucket into
+    staging buffers, checks the names, dtypes and shapes against its model, and
+    only then swaps; a timeout, a lost peer or a mismatch leaves the version it
+    served (the broadcast is still drained, so the group stays in step)."""
+
+    async def weight_group_ranks(self) -> int:
+        """How many ranks the engine brings to the group (one per worker or replica)."""
+        ...
+
+    async def init_weight_group(self, group: WeightGroup) -> None:
+        """Join ``group`` at ranks ``group.rank_offset`` onward; returns once the group
+        formed (every member, the trainer's rank 0 included, joined)."""
+        ...
+
+    async def update_weights_from_group(
+        self, metas: Sequence[TensorMeta], version: int
+    ) -> Sequence[EngineStatus]:
+        """Receive the buckets the trainer broadcasts for ``metas`` and serve them as
+        ``version``; the status of each replica. Called before the trainer
+        broadcasts; returns once the swap is done or refused."""
+        ...
+
+    async def close_weight_group(self) -> None:
+        """Leave the group (at the end, or after a failed update)."""
+        ...
 
 
 Engines = Mapping[str, EngineControl]

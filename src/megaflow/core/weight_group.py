@@ -1,0 +1,187 @@
+"""The wire form of a broadcast weight update, shared by trainer and engines.
+
+The ``broadcast`` weight sync (:mod:`megaflow.train.weight_sync.broadcast`)
+and every engine that takes weights from it (MegaFlow's own, the vLLM and
+SGLang adapters) agree on three things, all here so neither side imports the
+other:
+
+- :class:`WeightGroup`: the ``torch.distributed`` group to join. The trainer is
+  rank 0 and hosts the group's own ``TCPStore`` at ``master_address:master_port``
+  (never the trainer's training group, never the default group); an engine with
+  ``n`` workers takes ranks ``rank_offset .. rank_offset + n - 1``. The shape of
+  SGLang's ``init_weights_update_group`` and vLLM's RLHF worker extension.
+- :class:`TensorMeta`: each tensor's name, dtype and shape, and where it lies
+  in the buckets; sent to the engine over HTTP before the broadcast (SGLang's
+  ``update_weights_from_distributed`` names, dtypes and shapes).
+- the buckets themselves: tensors packed back to back (each at a 64-byte
+  aligned offset) into one flat ``uint8`` buffer per bucket, broadcast from
+  rank 0 in bucket order. :func:`plan_buckets` lays them out and
+  :func:`bucket_sizes` gives each buffer's length from the metas alone, so a
+  receiver allocates exactly what the trainer sends.
+
+torch is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ALIGN = 64
+"""Byte alignment of each tensor inside a bucket (any dtype can view it)."""
+
+_ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+}  # fmt: skip
+
+
+class WeightGroup(BaseModel):
+    """Where and how to join the trainer's weight-update group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master_address: str = Field(description="Host of the group's TCPStore (the trainer).")
+    master_port: int = Field(ge=1, le=65535, description="Port of the group's TCPStore.")
+    rank_offset: int = Field(ge=1, description="The member's first rank; rank 0 is the trainer.")
+    world_size: int = Field(ge=2, description="Ranks in the group: the trainer and every worker.")
+    group_name: str = Field(min_length=1, description="Names the group (and its store prefix).")
+    backend: Literal["gloo", "nccl"] = Field("gloo", description="torch.distributed backend.")
+    timeout_s: float = Field(120.0, gt=0, description="Longest wait for a join or one bucket.")
+
+
+class TensorMeta(BaseModel):
+    """One tensor of an update: what it is and where it lies in the buckets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    dtype: str = Field(description="torch dtype without the 'torch.' prefix, e.g. 'bfloat16'.")
+    shape: list[int]
+    bucket: int = Field(ge=0, description="Index of the bucket holding the tensor.")
+    offset: int = Field(ge=0, description="Byte offset of the tensor in its bucket.")
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * itemsize(self.dtype)
+
+
+def itemsize(dtype: str) -> int:
+    if dtype not in _ITEMSIZE:
+        raise ValueError(f"dtype {dtype!r} cannot be broadcast; use one of {sorted(_ITEMSIZE)}")
+    return _ITEMSIZE[dtype]
+
+
+def plan_buckets(
+    tensors: Iterable[tuple[str, str, Sequence[int]]], bucket_bytes: int
+) -> list[TensorMeta]:
+    """Metas for ``(name, dtype, shape)`` in order, packed into buckets of at most
+    ``bucket_bytes`` (a larger tensor gets a bucket of its own)."""
+    metas: list[TensorMeta] = []
+    bucket, used = 0, 0
+    for name, dtype, shape in tensors:
+        size = math.prod(shape) * itemsize(dtype)
+        offset = -(-used // ALIGN) * ALIGN
+        if used and offset + size > bucket_bytes:
+            bucket, offset = bucket + 1, 0
+        metas.append(
+            TensorMeta(name=name, dtype=dtype, shape=list(shape), bucket=bucket, offset=offset)
+        )
+        used = offset + size
+    return metas
+
+
+def bucket_sizes(metas: Sequence[TensorMeta]) -> list[int]:
+    """The byte length of each bucket's buffer."""
+    sizes: list[int] = []
+    for m in metas:
+        while len(sizes) <= m.bucket:
+            sizes.append(0)
+        sizes[m.bucket] = max(sizes[m.bucket], m.offset + m.nbytes)
+    return sizes
+
+
+def dtype_name(tensor: Any) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+def pack(tensors: Mapping[str, Any], metas: Sequence[TensorMeta], size: int) -> Any:
+    """The ``uint8`` buffer of one bucket: ``metas``' tensors at their offsets."""
+    import torch
+
+    first = tensors[metas[0].name]
+    buf = torch.empty(size, dtype=torch.uint8, device=first.device)
+    for m in metas:
+        flat = tensors[m.name].detach().contiguous().reshape(-1).view(torch.uint8)
+        buf[m.offset : m.offset + m.nbytes].copy_(flat)
+    return buf
+
+
+def unpack(buf: Any, metas: Sequence[TensorMeta]) -> dict[str, Any]:
+    """``metas``' tensors, copied out of one received bucket."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for m in metas:
+        dtype = getattr(torch, m.dtype)
+        raw = buf[m.offset : m.offset + m.nbytes].clone()
+        out[m.name] = raw.view(dtype).reshape(m.shape)
+    return out
+
+
+@dataclass
+class Member:
+    """One rank's membership of a weight-update group."""
+
+    group: WeightGroup
+    rank: int
+    pg: Any
+    store: Any
+    """The group's ``TCPStore``; rank 0 hosts it, so it lives as long as the group."""
+
+
+def join(group: WeightGroup, rank: int) -> Member:
+    """Join ``group`` at ``rank`` on a ``TCPStore`` of its own (rank 0 hosts it);
+    returns once every rank joined. The default group is not touched."""
+    import torch.distributed as dist_typed
+
+    dist: Any = dist_typed  # c10d's classes are untyped bindings
+    timeout = timedelta(seconds=group.timeout_s)
+    store = dist.TCPStore(
+        group.master_address,
+        group.master_port,
+        group.world_size,
+        is_master=rank == 0,
+        timeout=timeout,
+        wait_for_workers=False,
+    )
+    prefixed = dist.PrefixStore(group.group_name, store)
+    if group.backend == "nccl":
+        nccl_options = dist.ProcessGroupNCCL.Options()
+        nccl_options._timeout = timeout
+        nccl = dist.ProcessGroupNCCL(prefixed, rank, group.world_size, nccl_options)
+        return Member(group, rank, nccl, store)
+    if group.master_address in ("127.0.0.1", "localhost"):
+        device = dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")
+    else:  # the interface GLOO_SOCKET_IFNAME names, else the hostname's
+        device = dist.ProcessGroupGloo.create_default_device()
+    options = dist.ProcessGroupGloo._Options()
+    options._devices = [device]
+    options._timeout = timeout
+    pg = dist.ProcessGroupGloo(prefixed, rank, group.world_size, options)
+    return Member(group, rank, pg, store)
+
+
+def broadcast(member: Member, buf: Any) -> None:
+    """Broadcast ``buf`` from rank 0 to every member (in place on receivers)."""
+    import torch.distributed as dist
+
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    opts.rootTensor = 0
+    member.pg.broadcast([buf], opts).wait()
