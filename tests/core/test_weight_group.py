@@ -1,4 +1,4 @@
-"""The broadcast wire form: bucket layout, packing, and a real gloo group of three ranks."""
+"""The broadcast wire form: buckets, and a real gloo group of three ranks."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ import pytest
 import torch
 
 from megaflow.core.weight_group import (
-    ALIGN,
     TensorMeta,
     WeightGroup,
     broadcast,
-    bucket_sizes,
+    buckets,
     dtype_name,
+    empty_like_meta,
     join,
-    pack,
     plan_buckets,
-    unpack,
 )
 from tests.fixtures.servers import free_port
 
@@ -25,10 +23,10 @@ from tests.fixtures.servers import free_port
 def tensors() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     return {
-        "wte": torch.randn(7, 5, generator=gen),
-        "ln": torch.randn(5, generator=gen).to(torch.bfloat16),
-        "pos": torch.arange(9),
-        "big": torch.randn(40, generator=gen),
+        "wte": torch.randn(7, 5, generator=gen),  # 140 bytes
+        "ln": torch.randn(5, generator=gen).to(torch.bfloat16),  # 10
+        "pos": torch.arange(9),  # 72
+        "big": torch.randn(80, generator=gen),  # 320
     }
 
 
@@ -36,33 +34,21 @@ def metas_of(ts: dict[str, torch.Tensor], bucket_bytes: int) -> list[TensorMeta]
     return plan_buckets([(n, dtype_name(t), list(t.shape)) for n, t in ts.items()], bucket_bytes)
 
 
-def test_buckets_are_filled_in_order_aligned_and_a_large_tensor_gets_its_own() -> None:
-    metas = metas_of(tensors(), 256)
-    assert [(m.name, m.bucket, m.offset) for m in metas] == [
-        ("wte", 0, 0), ("ln", 0, 192), ("pos", 1, 0), ("big", 2, 0),
+def test_buckets_group_tensors_in_order_and_a_large_tensor_is_its_own() -> None:
+    metas = metas_of(tensors(), 160)
+    assert [(m.name, m.dtype, m.shape, m.bucket) for m in metas] == [
+        ("wte", "float32", [7, 5], 0), ("ln", "bfloat16", [5], 0),
+        ("pos", "int64", [9], 1), ("big", "float32", [80], 2),
     ]  # fmt: skip
-    assert all(m.offset % ALIGN == 0 for m in metas)
-    assert bucket_sizes(metas) == [192 + 10, 72, 160]
+    assert [[m.name for m in b] for b in buckets(metas)] == [["wte", "ln"], ["pos"], ["big"]]
+    assert [m.nbytes for m in metas] == [140, 10, 72, 320]
     with pytest.raises(ValueError, match="complex64"):
         plan_buckets([("z", "complex64", [2])], 100)
 
 
-def test_pack_and_unpack_give_back_every_tensor_bit_for_bit() -> None:
+def test_a_group_of_its_own_broadcasts_every_tensor_to_every_rank() -> None:
     ts = tensors()
-    metas = metas_of(ts, 200)
-    got: dict[str, torch.Tensor] = {}
-    for b, size in enumerate(bucket_sizes(metas)):
-        part = [m for m in metas if m.bucket == b]
-        got.update(unpack(pack(ts, part, size), part))
-    assert set(got) == set(ts)
-    for name, t in ts.items():
-        assert got[name].dtype == t.dtype, name
-        assert torch.equal(got[name], t), name
-
-
-def test_a_group_of_its_own_broadcasts_every_bucket_to_every_rank() -> None:
-    ts = tensors()
-    metas = metas_of(ts, 200)
+    metas = metas_of(ts, 160)
     group = WeightGroup(
         master_address="127.0.0.1", master_port=free_port(), rank_offset=1,
         world_size=3, group_name="test", timeout_s=30,
@@ -72,21 +58,22 @@ def test_a_group_of_its_own_broadcasts_every_bucket_to_every_rank() -> None:
     def member(rank: int) -> None:
         me = join(group, rank)
         got: dict[str, torch.Tensor] = {}
-        for b, size in enumerate(bucket_sizes(metas)):
-            buf = torch.zeros(size, dtype=torch.uint8)
-            broadcast(me, buf)
-            got.update(unpack(buf, [m for m in metas if m.bucket == b]))
+        for m in metas:
+            got[m.name] = empty_like_meta(m, "cpu")
+            broadcast(me, got[m.name])
         received[rank] = got
 
     threads = [threading.Thread(target=member, args=(r,)) for r in (1, 2)]
     for t in threads:
         t.start()
     root = join(group, 0)
-    for b, size in enumerate(bucket_sizes(metas)):
-        broadcast(root, pack(ts, [m for m in metas if m.bucket == b], size))
+    for m in metas:
+        broadcast(root, ts[m.name].contiguous())
     for t in threads:
         t.join(30)
     assert not torch.distributed.is_initialized()  # the default group was never touched
     assert sorted(received) == [1, 2]
     for got in received.values():
-        assert all(torch.equal(got[n], ts[n]) for n in ts)
+        for name, t in ts.items():
+            assert got[name].dtype == t.dtype, name
+            assert torch.equal(got[name], t), name

@@ -10,14 +10,16 @@ other:
   (never the trainer's training group, never the default group); an engine with
   ``n`` workers takes ranks ``rank_offset .. rank_offset + n - 1``. The shape of
   SGLang's ``init_weights_update_group`` and vLLM's RLHF worker extension.
-- :class:`TensorMeta`: each tensor's name, dtype and shape, and where it lies
-  in the buckets; sent to the engine over HTTP before the broadcast (SGLang's
+- :class:`TensorMeta`: each tensor's name, dtype and shape, and the bucket it
+  is announced in; sent to the engine over HTTP before the broadcast (SGLang's
   ``update_weights_from_distributed`` names, dtypes and shapes).
-- the buckets themselves: tensors packed back to back (each at a 64-byte
-  aligned offset) into one flat ``uint8`` buffer per bucket, broadcast from
-  rank 0 in bucket order. :func:`plan_buckets` lays them out and
-  :func:`bucket_sizes` gives each buffer's length from the metas alone, so a
-  receiver allocates exactly what the trainer sends.
+- the broadcast itself: every tensor, in the metas' order, broadcast from rank 0
+  on its own in its own dtype and shape (what SGLang's
+  ``update_weights_from_distributed`` and vLLM's RLHF ``update_weight`` receive).
+  :func:`plan_buckets` groups consecutive tensors into buckets of a bounded
+  size: an engine that loads as it receives (SGLang, vLLM) is told one bucket
+  at a time, bounding what it holds unloaded; MegaFlow's own engine takes the
+  whole update in one call and stages all of it.
 
 torch is imported inside the functions that need it.
 """
@@ -25,15 +27,12 @@ torch is imported inside the functions that need it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-ALIGN = 64
-"""Byte alignment of each tensor inside a bucket (any dtype can view it)."""
 
 _ITEMSIZE = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
@@ -56,19 +55,28 @@ class WeightGroup(BaseModel):
 
 
 class TensorMeta(BaseModel):
-    """One tensor of an update: what it is and where it lies in the buckets."""
+    """One tensor of an update: what it is and which bucket announces it."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
     dtype: str = Field(description="torch dtype without the 'torch.' prefix, e.g. 'bfloat16'.")
     shape: list[int]
-    bucket: int = Field(ge=0, description="Index of the bucket holding the tensor.")
-    offset: int = Field(ge=0, description="Byte offset of the tensor in its bucket.")
+    bucket: int = Field(0, ge=0, description="Index of the bucket that announces the tensor.")
 
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * itemsize(self.dtype)
+
+
+class GroupUpdate(BaseModel):
+    """One broadcast update as an engine's HTTP control endpoint receives it, before
+    the buckets follow through the group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metas: list[TensorMeta] = Field(min_length=1)
+    version: int = Field(ge=1, description="The new weights version; above the served one.")
 
 
 def itemsize(dtype: str) -> int:
@@ -80,58 +88,36 @@ def itemsize(dtype: str) -> int:
 def plan_buckets(
     tensors: Iterable[tuple[str, str, Sequence[int]]], bucket_bytes: int
 ) -> list[TensorMeta]:
-    """Metas for ``(name, dtype, shape)`` in order, packed into buckets of at most
-    ``bucket_bytes`` (a larger tensor gets a bucket of its own)."""
+    """Metas for ``(name, dtype, shape)`` in order, consecutive tensors grouped into
+    buckets of at most ``bucket_bytes`` (a larger tensor is a bucket of its own)."""
     metas: list[TensorMeta] = []
     bucket, used = 0, 0
     for name, dtype, shape in tensors:
         size = math.prod(shape) * itemsize(dtype)
-        offset = -(-used // ALIGN) * ALIGN
-        if used and offset + size > bucket_bytes:
-            bucket, offset = bucket + 1, 0
-        metas.append(
-            TensorMeta(name=name, dtype=dtype, shape=list(shape), bucket=bucket, offset=offset)
-        )
-        used = offset + size
+        if used and used + size > bucket_bytes:
+            bucket, used = bucket + 1, 0
+        metas.append(TensorMeta(name=name, dtype=dtype, shape=list(shape), bucket=bucket))
+        used += size
     return metas
 
 
-def bucket_sizes(metas: Sequence[TensorMeta]) -> list[int]:
-    """The byte length of each bucket's buffer."""
-    sizes: list[int] = []
+def buckets(metas: Sequence[TensorMeta]) -> list[list[TensorMeta]]:
+    """The metas of each bucket, in order."""
+    out: dict[int, list[TensorMeta]] = {}
     for m in metas:
-        while len(sizes) <= m.bucket:
-            sizes.append(0)
-        sizes[m.bucket] = max(sizes[m.bucket], m.offset + m.nbytes)
-    return sizes
+        out.setdefault(m.bucket, []).append(m)
+    return [out[b] for b in sorted(out)]
 
 
 def dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
-def pack(tensors: Mapping[str, Any], metas: Sequence[TensorMeta], size: int) -> Any:
-    """The ``uint8`` buffer of one bucket: ``metas``' tensors at their offsets."""
+def empty_like_meta(meta: TensorMeta, device: Any) -> Any:
+    """An uninitialised tensor of ``meta``'s dtype and shape, to receive it into."""
     import torch
 
-    first = tensors[metas[0].name]
-    buf = torch.empty(size, dtype=torch.uint8, device=first.device)
-    for m in metas:
-        flat = tensors[m.name].detach().contiguous().reshape(-1).view(torch.uint8)
-        buf[m.offset : m.offset + m.nbytes].copy_(flat)
-    return buf
-
-
-def unpack(buf: Any, metas: Sequence[TensorMeta]) -> dict[str, Any]:
-    """``metas``' tensors, copied out of one received bucket."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for m in metas:
-        dtype = getattr(torch, m.dtype)
-        raw = buf[m.offset : m.offset + m.nbytes].clone()
-        out[m.name] = raw.view(dtype).reshape(m.shape)
-    return out
+    return torch.empty(meta.shape, dtype=getattr(torch, meta.dtype), device=device)
 
 
 @dataclass
@@ -177,11 +163,12 @@ def join(group: WeightGroup, rank: int) -> Member:
     return Member(group, rank, pg, store)
 
 
-def broadcast(member: Member, buf: Any) -> None:
-    """Broadcast ``buf`` from rank 0 to every member (in place on receivers)."""
+def broadcast(member: Member, tensor: Any) -> None:
+    """Broadcast ``tensor`` (contiguous) from rank 0 to every member, in place on
+    receivers."""
     import torch.distributed as dist
 
     opts = dist.BroadcastOptions()
     opts.rootRank = 0
     opts.rootTensor = 0
-    member.pg.broadcast([buf], opts).wait()
+    member.pg.broadcast([tensor], opts).wait()

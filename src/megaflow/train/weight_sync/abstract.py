@@ -50,8 +50,10 @@ class GroupEngineControl(Protocol):
     ``update_weights_from_distributed``; vLLM's worker-extension
     ``init_weight_update_group`` and ``update_weight``).
 
-    An update is all or nothing on each engine: it receives every bucket into
-    staging buffers, checks the names, dtypes and shapes against its model, and
+    Each tensor is broadcast on its own from rank 0, in the order of the metas,
+    in its own dtype and shape; ``TensorMeta.bucket`` groups them for engines
+    that are told one bucket at a time (SGLang, vLLM). An update is all or
+    nothing on each engine: it receives every tensor into staging buffers, checks the names, dtypes and shapes against its model, and
     only then swaps; a timeout, a lost peer or a mismatch leaves the version it
     served (the broadcast is still drained, so the group stays in step)."""
 
@@ -67,7 +69,7 @@ class GroupEngineControl(Protocol):
     async def update_weights_from_group(
         self, metas: Sequence[TensorMeta], version: int
     ) -> Sequence[EngineStatus]:
-        """Receive the buckets the trainer broadcasts for ``metas`` and serve them as
+        """Receive the tensors the trainer broadcasts for ``metas`` and serve them as
         ``version``; the status of each replica. Called before the trainer
         broadcasts; returns once the swap is done or refused."""
         ...
