@@ -24,6 +24,7 @@ failed, with which input, and what to do about it.
     │   │   └── SandboxStartError            a sandbox could not be started
     │   ├── InstanceLost                     an instance stopped heartbeating
     │   └── TransportError (ConnectionError) a backend or peer could not be reached
+    │       └── ReplicaLost                  the replica holding an episode's tokens is gone
     ├── AgentError (RuntimeError)            the agent itself failed: final, never retried
     ├── ModelError (RuntimeError)            a model backend answered with an error
     ├── MegaFlowTimeout (TimeoutError)       a deadline passed
@@ -120,6 +121,12 @@ class InstanceLost(InfraError):
 
 class TransportError(InfraError, ConnectionError):
     """A model backend, store or peer service could not be reached."""
+
+
+class ReplicaLost(TransportError):
+    """The model replica that served a trajectory's earlier turns (and holds its
+    token-in state) failed or left the rotation; the episode must start again from
+    its first turn. A transport error, so the scheduler retries the task's attempt."""
 
 
 class AgentError(MegaFlowError, RuntimeError):

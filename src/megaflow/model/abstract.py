@@ -154,6 +154,10 @@ class Backend(abc.ABC):
     def release(self, trajectory_id: str) -> None:  # noqa: B027 - optional hook
         """Forget what the backend keeps for a trajectory (its token state)."""
 
+    async def probe(self) -> None:  # noqa: B027 - optional hook
+        """Raise if the replica cannot answer now (a health check); one in this
+        process always can."""
+
 
 class ModelClient(Lifecycle, abc.ABC):
     """What an agent uses: chat, register a trajectory's task, fetch its recorded calls."""

@@ -22,6 +22,18 @@ class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class HealthCheckConfig(_Cfg):
+    """Periodic probes of each replica (:mod:`megaflow.model.health`)."""
+
+    interval_s: float = Field(5.0, gt=0, description="Seconds between two probes of a replica.")
+    timeout_s: float = Field(
+        5.0, gt=0, description="Longest wait for a probe's answer; past it the probe failed."
+    )
+    failures: int = Field(
+        2, ge=1, le=100, description="Failed probes in a row that take a replica out of rotation."
+    )
+
+
 class _Routed(_Cfg):
     max_concurrency: int = Field(64, ge=1, description="Requests in flight to this backend.")
     requests_per_s: float | None = Field(
@@ -31,6 +43,11 @@ class _Routed(_Cfg):
     timeout_s: float = Field(120, gt=0, description="Longest wait for one backend answer.")
     retries: int = Field(2, ge=0, le=10, description="Extra tries after a transport error.")
     name: str | None = Field(None, description="Model name served by the gateway.")
+    health: HealthCheckConfig | None = Field(
+        None,
+        description="Probe every replica and take a dead or hung one out of rotation; "
+        "None sends no probes.",
+    )
 
     @abc.abstractmethod
     def backends(self) -> list[Backend]:

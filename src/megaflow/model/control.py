@@ -79,7 +79,7 @@ class LocalModelControl(ModelControl):
         return BackendStatus(
             name=self._name(replica),
             type=replica.backend.name,
-            healthy=not draining,
+            healthy=replica.healthy and not draining,
             draining=draining,
             outstanding=replica.outstanding,
             served=replica.served,
@@ -122,7 +122,10 @@ class LocalModelControl(ModelControl):
         return status
 
     async def update_weights(self, weights: Weights, version: int) -> list[BackendStatus]:
-        replicas = list(self.router.replicas)
+        # A replica out of rotation misses the update, so the health check keeps it out.
+        replicas = [r for r in self.router.replicas if r.healthy]
+        if not replicas:
+            raise ModelError(f"no backend in rotation to take weights version {version}")
         results = await asyncio.gather(
             *(r.backend.update_weights(weights, version) for r in replicas),
             return_exceptions=True,

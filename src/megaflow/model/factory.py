@@ -26,6 +26,7 @@ def make_model_service(cfg: ModelConfig, recorder: CallRecorder | None = None) -
         burst=cfg.burst,
         timeout_s=cfg.timeout_s,
         retries=cfg.retries,
+        health=cfg.health,
     )
     return ModelService(served_name(cfg), router, recorder)
 

@@ -164,6 +164,18 @@ class OpenAIBackend(Backend):
             return {TRAJECTORY_HEADER: ctx.trajectory_id}
         return {}
 
+    async def probe(self) -> None:
+        """``GET /models`` on a connection of its own: a pool full of long
+        generations must not read as a dead server (the caller bounds the wait)."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            async with httpx.AsyncClient(headers=headers, timeout=None) as http:
+                response = await http.get(f"{self.base_url}/models")
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach {self.base_url}: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise TransportError(f"{self.base_url}/models answered {response.status_code}")
+
     def release(self, trajectory_id: str) -> None:
         """Have MegaFlow's engine forget the trajectory too (in the background)."""
         if self.weight_sync != "megaflow" or self._http is None:

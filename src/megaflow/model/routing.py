@@ -1,13 +1,27 @@
 """Routing of model calls across a backend's replicas.
 
-The router sends each call to the replica with the fewest calls in flight
-(all calls of one trajectory to the replica its first call went to, which
-holds that trajectory's token-in state and prefix cache; a transport error or
-a drain ends the affinity), holds a concurrency cap and a token bucket for the
-backend as a whole, bounds every try with a timeout, and retries only
-transport errors (the backend could not be reached), never a model error or a
-timeout: a timeout means the backend may still be working, and a second try
-would double its load.
+The router sends each call to the healthy replica with the fewest calls in
+flight, holds a concurrency cap and a token bucket for the backend as a
+whole, bounds every try with a timeout, and retries only transport errors
+(the backend could not be reached), never a model error or a timeout: a
+timeout means the backend may still be working, and a second try would
+double its load.
+
+All calls of one trajectory go to the replica its first call went to, which
+holds that trajectory's token-in state and prefix cache. Once that replica
+has answered the trajectory with token ids (tokens a trainer joins into one
+sequence), the trajectory is pinned there: if the replica then fails or
+leaves the rotation, the call raises :class:`ReplicaLost` instead of being
+retried elsewhere, because another replica would re-render the history and
+its tokens would not be those the first one generated. ``ReplicaLost`` is a
+transport error, so the scheduler retries the whole attempt (a new
+trajectory from the first turn, up to the task's ``max_attempts``); no
+episode is ever recorded across two replicas. A trajectory without token ids
+(a hosted API) has its call retried on another replica as before.
+
+With a health check configured (:mod:`megaflow.model.health`), a replica that
+stops answering probes is taken out of rotation and its calls in flight are
+aborted as transport errors; it is put back when it answers again.
 """
 
 from __future__ import annotations
@@ -18,8 +32,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from megaflow.core.errors import InvalidInput, MegaFlowTimeout, TransportError
+from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ReplicaLost, TransportError
 from megaflow.model.abstract import UNASSIGNED, Backend, CallContext, ChatRequest, Completion
+from megaflow.model.config import HealthCheckConfig
+from megaflow.model.health import HealthMonitor
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +74,33 @@ class TokenBucket:
 
 
 class Replica:
-    """A backend instance and the calls it has in flight."""
+    """A backend instance, the calls it has in flight, and whether it is in rotation."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.outstanding = 0
         self.served = 0
+        self.healthy = True
+        self.problem: str | None = None
+        """Why the replica is out of rotation (None while it is in)."""
+        self._out = asyncio.Event()  # set while out of rotation: aborts calls in flight
+
+    async def call(self, request: ChatRequest, ctx: CallContext) -> Completion:
+        """The backend's answer, or TransportError if the replica is taken out first."""
+        answer = asyncio.ensure_future(self.backend.complete(request, ctx))
+        out = asyncio.ensure_future(self._out.wait())
+        try:
+            await asyncio.wait({answer, out}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            out.cancel()
+            if not answer.done():
+                answer.cancel()
+        if not answer.done() or answer.cancelled():
+            raise TransportError(
+                f"{self.backend.name} was taken out of rotation with this call in flight "
+                f"({self.problem})"
+            )
+        return answer.result()
 
 
 class Router:
@@ -79,6 +116,7 @@ class Router:
         timeout_s: float = 120.0,
         retries: int = 2,
         backoff_s: float = 0.05,
+        health: HealthCheckConfig | None = None,
     ) -> None:
         if not replicas:
             raise InvalidInput("a router needs at least one backend replica")
@@ -89,8 +127,10 @@ class Router:
         self._cap = asyncio.Semaphore(max_concurrency)
         self._bucket = TokenBucket(requests_per_s, burst) if requests_per_s else None
         self._next = 0
-        self._affinity: OrderedDict[str, Replica] = OrderedDict()
+        self._affinity: OrderedDict[str, tuple[Replica, bool]] = OrderedDict()
+        """Trajectory id -> its replica, and whether it is pinned there (token ids given)."""
         self.max_affinities = 100_000  # trajectories never released must not grow memory
+        self.monitor = HealthMonitor(self, health) if health is not None else None
 
     @property
     def outstanding(self) -> int:
@@ -99,10 +139,27 @@ class Router:
     async def start(self) -> None:
         for r in self.replicas:
             await r.backend.start()
+        if self.monitor is not None:
+            await self.monitor.start()
 
     async def stop(self) -> None:
+        if self.monitor is not None:
+            await self.monitor.stop()
         for r in self.replicas:
             await r.backend.stop()
+
+    def take_out(self, replica: Replica, reason: str) -> None:
+        """No new call picks ``replica``; its calls in flight end with a transport error."""
+        replica.healthy = False
+        replica.problem = reason
+        replica._out.set()
+        log.warning("model replica %s taken out of rotation: %s", replica.backend.name, reason)
+
+    def put_back(self, replica: Replica) -> None:
+        replica.healthy = True
+        replica.problem = None
+        replica._out = asyncio.Event()
+        log.warning("model replica %s is back in rotation", replica.backend.name)
 
     def release(self, trajectory_id: str) -> None:
         """Tell every replica's backend to forget ``trajectory_id``."""
@@ -111,15 +168,26 @@ class Router:
             r.backend.release(trajectory_id)
 
     def pick(self, trajectory_id: str = UNASSIGNED) -> Replica:
-        """The trajectory's replica if it has one still routed; else the one with the
-        fewest calls in flight (ties rotate), which the trajectory then keeps."""
+        """The trajectory's replica if it is still routed; else the healthy one with
+        the fewest calls in flight (ties rotate), which the trajectory then keeps.
+        Raises ReplicaLost for a trajectory pinned to a replica that is gone."""
         if trajectory_id != UNASSIGNED:
             kept = self._affinity.get(trajectory_id)
-            if kept is not None and kept in self.replicas:
-                self._affinity.move_to_end(trajectory_id)
-                return kept
+            if kept is not None:
+                replica, pinned = kept
+                if replica.healthy and replica in self.replicas:
+                    self._affinity.move_to_end(trajectory_id)
+                    return replica
+                if pinned:
+                    del self._affinity[trajectory_id]
+                    why = replica.problem or "drained"
+                    raise ReplicaLost(
+                        f"trajectory {trajectory_id}: its replica {replica.backend.name} left "
+                        f"the rotation ({why}) holding its earlier turns; the episode must "
+                        "start again"
+                    )
             chosen = self._least()
-            self._affinity[trajectory_id] = chosen
+            self._affinity[trajectory_id] = (chosen, False)
             if len(self._affinity) > self.max_affinities:
                 self._affinity.popitem(last=False)
             return chosen
@@ -129,15 +197,27 @@ class Router:
         n = len(self.replicas)
         order = [self.replicas[(self._next + i) % n] for i in range(n)]
         self._next = (self._next + 1) % n
-        return min(order, key=lambda r: r.outstanding)
+        live = [r for r in order if r.healthy]
+        if not live:
+            why = "; ".join(f"{r.backend.name}: {r.problem}" for r in self.replicas)
+            raise TransportError(f"no model replica is in rotation ({why})")
+        return min(live, key=lambda r: r.outstanding)
 
     async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion:
         attempt = 0
         while True:
             try:
                 return await self._try(request, ctx)
+            except ReplicaLost:
+                raise
             except TransportError as exc:
-                self._affinity.pop(ctx.trajectory_id, None)  # the retry may go elsewhere
+                kept = self._affinity.pop(ctx.trajectory_id, None)  # the retry may go elsewhere
+                if kept is not None and kept[1]:
+                    raise ReplicaLost(
+                        f"trajectory {ctx.trajectory_id}: its replica {kept[0].backend.name} "
+                        f"holds its earlier turns and failed ({exc}); the episode must start "
+                        "again"
+                    ) from exc
                 if attempt >= self.retries:
                     raise TransportError(
                         f"model backend unreachable after {attempt + 1} tries: {exc}"
@@ -155,7 +235,10 @@ class Router:
             replica.outstanding += 1
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    return await replica.backend.complete(request, ctx)
+                    if self.monitor is None:  # nothing takes a replica out while it answers
+                        completion = await replica.backend.complete(request, ctx)
+                    else:
+                        completion = await replica.call(request, ctx)
             except MegaFlowTimeout:
                 raise
             except TimeoutError as exc:
@@ -167,3 +250,13 @@ class Router:
             finally:
                 replica.outstanding -= 1
                 replica.served += 1
+            self._pin(ctx.trajectory_id, replica, completion)
+            return completion
+
+    def _pin(self, trajectory_id: str, replica: Replica, completion: Completion) -> None:
+        """A trajectory answered with token ids is pinned to the replica that gave them."""
+        if completion.token_ids is None or trajectory_id == UNASSIGNED:
+            return
+        kept = self._affinity.get(trajectory_id)
+        if kept is not None and kept[0] is replica and not kept[1]:
+            self._affinity[trajectory_id] = (replica, True)

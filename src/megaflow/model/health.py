@@ -1,0 +1,116 @@
+"""Health checks of a router's replicas: probe each one, take the dead out, put them back.
+
+A :class:`HealthMonitor` probes every replica of a fleet (a
+:class:`~megaflow.model.routing.Router`) each ``interval_s`` seconds with the
+backend's own :meth:`~megaflow.model.abstract.Backend.probe` (the ``openai``
+backend asks ``GET /models`` on a connection of its own, so a full call pool
+does not read as a dead server), bounded by ``timeout_s``. A replica that
+fails ``failures`` probes in a row is taken out of rotation: no new call picks
+it, and its calls in flight are aborted as transport errors, so a hung server
+(one that accepts connections but never answers) costs at most
+``failures * (interval_s + timeout_s)`` seconds instead of the call timeout.
+
+A replica that answers again is put back only if it serves the fleet's
+weights version: one that missed an update while it was out would otherwise
+generate with old weights under the new version's name; it stays out, and
+says why, until it is registered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Generic, Protocol, TypeVar
+
+from megaflow.model.abstract import Backend
+from megaflow.model.config import HealthCheckConfig
+
+log = logging.getLogger(__name__)
+
+
+class Member(Protocol):
+    """What the monitor reads and writes of a replica."""
+
+    backend: Backend
+    healthy: bool
+    problem: str | None
+
+
+M = TypeVar("M", bound=Member)
+
+
+class Fleet(Protocol[M]):
+    """What the monitor needs of a router."""
+
+    @property
+    def replicas(self) -> Sequence[M]: ...
+
+    def take_out(self, member: M, reason: str) -> None: ...
+
+    def put_back(self, member: M) -> None: ...
+
+
+class HealthMonitor(Generic[M]):
+    """Probes ``fleet``'s replicas in the background between ``start`` and ``stop``."""
+
+    def __init__(self, fleet: Fleet[M], config: HealthCheckConfig) -> None:
+        self.fleet = fleet
+        self.config = config
+        self.failures: dict[int, int] = {}
+        """Probes failed in a row, by ``id(member)``."""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="model-health")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self.check()
+            await asyncio.sleep(self.config.interval_s)
+
+    async def check(self) -> None:
+        """Probe every replica once, at the same time, and act on the answers."""
+        members = list(self.fleet.replicas)
+        await asyncio.gather(*(self._check(m) for m in members))
+
+    async def _check(self, member: M) -> None:
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                await member.backend.probe()
+        except Exception as exc:  # any failure to answer counts, whatever it was
+            if isinstance(exc, TimeoutError):
+                why = f"no answer to a health probe within {self.config.timeout_s:g}s"
+            else:
+                why = f"health probe failed: {exc}"
+            self._failed(member, why)
+        else:
+            self._answered(member)
+
+    def _failed(self, member: M, why: str) -> None:
+        n = self.failures[id(member)] = self.failures.get(id(member), 0) + 1
+        if member.healthy and n >= self.config.failures:
+            self.fleet.take_out(member, f"{why} ({n} in a row)")
+
+    def _answered(self, member: M) -> None:
+        self.failures[id(member)] = 0
+        if member.healthy:
+            return
+        served = [m.backend.weights_version for m in self.fleet.replicas if m.healthy]
+        fleet = max(served, default=member.backend.weights_version)
+        if member.backend.weights_version != fleet:
+            member.problem = (
+                f"answers again but serves weights v{member.backend.weights_version} while "
+                f"the fleet serves v{fleet}; register it again to bring it back"
+            )
+            return
+        self.fleet.put_back(member)
