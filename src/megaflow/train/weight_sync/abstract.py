@@ -53,9 +53,11 @@ class GroupEngineControl(Protocol):
     Each tensor is broadcast on its own from rank 0, in the order of the metas,
     in its own dtype and shape; ``TensorMeta.bucket`` groups them for engines
     that are told one bucket at a time (SGLang, vLLM). An update is all or
-    nothing on each engine: it receives every tensor into staging buffers, checks the names, dtypes and shapes against its model, and
-    only then swaps; a timeout, a lost peer or a mismatch leaves the version it
-    served (the broadcast is still drained, so the group stays in step)."""
+    nothing on each engine: MegaFlow's own receives every tensor into staging
+    buffers, checks names and shapes against its model, and only then swaps;
+    an engine that loads as it receives rolls back to its last whole
+    checkpoint. A timeout, a lost peer or a mismatch leaves the version it
+    served, and the error names the engine."""
 
     async def weight_group_ranks(self) -> int:
         """How many ranks the engine brings to the group (one per worker or replica)."""
