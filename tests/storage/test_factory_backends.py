@@ -7,6 +7,7 @@ from megaflow.storage.config import StorageConfig
 from megaflow.storage.factory import Stores
 from megaflow.storage.redis_bus import RedisEventBus
 from megaflow.storage.redis_queue import RedisTaskQueue
+from megaflow.storage.retrying import RetryingArtifactStore, RetryingEventBus, RetryingTaskQueue
 from megaflow.storage.s3_artifacts import S3ArtifactStore
 
 
@@ -22,7 +23,11 @@ def test_redis_and_s3_are_chosen_by_type() -> None:
         }
     )  # fmt: skip
     stores = Stores.from_config(cfg)  # builds, but connects only on start()
-    q, ev, art = stores.queue, stores.events, stores.artifacts
+    # each backend behind the wrapper that waits out its transient faults
+    assert isinstance(stores.queue, RetryingTaskQueue)
+    assert isinstance(stores.events, RetryingEventBus)
+    assert isinstance(stores.artifacts, RetryingArtifactStore)
+    q, ev, art = stores.queue.inner, stores.events.inner, stores.artifacts.inner
     assert isinstance(q, RedisTaskQueue)
     assert (q.url, q.prefix, q.consumer, q.claim_after_ms) == (
         "redis://q:1/0", "{megaflow:run-7}:", "sched-a", 5000,

@@ -38,7 +38,8 @@ from collections.abc import AsyncIterator
 from megaflow.agent.abstract import error_kind, new_trajectory
 from megaflow.app.assembly import Arm, is_graded, parse_task
 from megaflow.app.calibrations import Calibrations
-from megaflow.core.errors import AgentError
+from megaflow.app.disk_floor import DiskFloor, disk_error
+from megaflow.core.errors import AgentError, SandboxError, StoreUnavailable, TransportError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
 from megaflow.core.trajectory import Trajectory
@@ -81,12 +82,20 @@ class AgentExecutor(TaskExecutor):
         artifacts: ArtifactStore,
         base_spec: EnvironmentSpec,
         metrics: JobMetrics | None = None,
+        *,
+        disk: DiskFloor | None = None,
+        park_on_outage: bool = False,
     ) -> None:
         self.pool = pool
         self.arms = arms
         self.artifacts = artifacts
         self.base_spec = base_spec
         self.metrics = metrics
+        self.disk = disk
+        """Holds new attempts while the host's state folders are short of space."""
+        self.park_on_outage = park_on_outage
+        """A store gone past its deadline: wait to be stopped (the job is stopping and
+        the attempt stays in flight for resume) rather than fail the attempt."""
         self._calibrations = Calibrations(artifacts)
 
     def _arm(self, task: TaskSpec) -> Arm:
@@ -105,6 +114,8 @@ class AgentExecutor(TaskExecutor):
         if instance is not None and arm.grading.calibrate:
             calibration = asyncio.ensure_future(self._calibrated(task, spec, instance))
         try:
+            if self.disk is not None:
+                await self.disk.room(task.id)
             ctx.stage(TaskState.STARTING)
             t0 = time.perf_counter()
             async with self._sandbox(task, spec) as sandbox:
@@ -119,6 +130,7 @@ class AgentExecutor(TaskExecutor):
                 if instance is not None:
                     max_bytes = arm.grading.max_patch_kb * 1024
                     candidate = await extract_patch(sandbox, instance.base_commit, max_bytes)
+                    self._host_disk_check(candidate.error)
             times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s}
             report = None
             if instance is not None and candidate is not None:
@@ -128,6 +140,10 @@ class AgentExecutor(TaskExecutor):
             times["grade_s"] = time.perf_counter() - t2
             patch = candidate.patch if candidate is not None else None
             return await self._finish(ctx, traj, report, patch, times, failure)
+        except StoreUnavailable as exc:
+            if self.park_on_outage:  # the job saw it too and stops this attempt
+                await asyncio.Future()
+            raise TransportError(str(exc)) from exc  # infra: retried once it is back
         except BaseException as exc:
             if self.metrics is not None:
                 self.metrics.task_failed(task.run_id, error_kind(exc).value)
@@ -135,6 +151,17 @@ class AgentExecutor(TaskExecutor):
         finally:
             if calibration is not None:
                 _drop(calibration)
+
+    def _host_disk_check(self, error: str | None) -> None:
+        """A patch that cannot be taken because the host's disk is full is the
+        host's failure (retried), not the agent's sample."""
+        if self.disk is None or not disk_error(error):
+            return
+        low = self.disk.short()
+        if low is not None:
+            raise SandboxError(
+                f"{error}; the host's disk is full ({low[0]} has {low[1] / 2**20:.1f} MB free)"
+            )
 
     @contextlib.asynccontextmanager
     async def _sandbox(self, task: TaskSpec, spec: EnvironmentSpec) -> AsyncIterator[Sandbox]:

@@ -19,6 +19,8 @@ with the run and finishes it after a crash.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -38,11 +40,12 @@ from megaflow.app.assembly import (
     task_specs,
 )
 from megaflow.app.attempt import AgentExecutor, sandbox_spec
+from megaflow.app.disk_floor import DiskFloor
 from megaflow.app.ray_fleet.executor import NodeExecutor
 from megaflow.app.ray_fleet.fleet import RayFleet
 from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
-from megaflow.core.errors import InvalidInput
+from megaflow.core.errors import InvalidInput, MegaFlowError, StoreUnavailable
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskSpec
@@ -56,6 +59,7 @@ from megaflow.scheduler.abstract import TaskExecutor
 from megaflow.scheduler.fleet_config import RayFleetConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from megaflow.storage.factory import Stores
 
 log = logging.getLogger(__name__)
@@ -119,10 +123,13 @@ class Job(Lifecycle):
                 self._started.append(arm.model)
             job_metrics = JobMetrics(self.registry)
 
+            disk = DiskFloor(state_folders(cfg), cfg.storage.outage.min_free_mb)
+
             def attempts(pool: SandboxPool) -> AgentExecutor:
                 return AgentExecutor(
-                    pool, self.arms, self.stores.artifacts, base_spec(cfg), job_metrics
-                )
+                    pool, self.arms, self.stores.artifacts, base_spec(cfg), job_metrics,
+                    disk=disk, park_on_outage=True,
+                )  # fmt: skip
 
             executor: TaskExecutor
             if fleet is None:
@@ -153,7 +160,10 @@ class Job(Lifecycle):
         return core.depth, sum(r.running for r in core.regions.values())
 
     async def stop(self) -> None:
-        """Release everything started, newest first; keep going past errors."""
+        """Release everything started, newest first; keep going past errors.
+
+        After a store gave up (:meth:`wait` raised it), the parts' failures to
+        write to it on the way out are that same outage: logged, not raised again."""
         first: BaseException | None = None
         while self._started:
             part = self._started.pop()
@@ -161,6 +171,9 @@ class Job(Lifecycle):
                 await part.stop()
             except Exception as exc:
                 first = first or exc
+        if isinstance(first, StoreUnavailable) and self.stores.faults.dead is not None:
+            log.warning("stopping with %s unavailable: %s", first.store, first)
+            return
         if first is not None:
             raise first
 
@@ -219,11 +232,53 @@ class Job(Lifecycle):
             await self.sched.resume(rid)
 
     async def wait(self) -> dict[str, dict[TaskState, int]]:
+        """Counts by state of each run, once all its tasks are terminal.
+
+        A store that stays away past ``storage.outage.deadline_s`` ends the wait
+        with one :class:`StoreUnavailable` naming it and how to finish the run;
+        the tasks in flight stay in flight in the store for ``--resume``."""
+        waiting = asyncio.ensure_future(self._wait_runs())
+        outage = asyncio.ensure_future(self.stores.faults.wait())
+        try:
+            await asyncio.wait({waiting, outage}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (waiting, outage):
+                if not fut.done():
+                    fut.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, MegaFlowError):
+                        await fut
+        if waiting.done() and not waiting.cancelled():
+            return waiting.result()
+        raise self._stopped_by(outage.result())
+
+    async def _wait_runs(self) -> dict[str, dict[TaskState, int]]:
         return {rid: await self.sched.wait(rid) for rid in self.run_ids}
+
+    def _stopped_by(self, err: StoreUnavailable) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the run stopped: {err}. Nothing finished is lost; once the store is back, "
+            f"finish the run with `megaflow run --resume {self.run_id}`",
+            err.store,
+        )
 
     async def cancel(self) -> None:
         for rid in self.run_ids:
             await self.sched.cancel(rid)
+
+
+def state_folders(cfg: RunConfig) -> list[Path]:
+    """The local folders the run writes its state to: the SQLite database's, the
+    local artifact root and the local sandbox root (those the config names)."""
+    folders: list[Path] = []
+    md, art = cfg.storage.metadata, cfg.storage.artifacts
+    if isinstance(md, SqliteMetadataConfig) and md.kept():
+        folders.append(Path(md.path).parent)
+    if isinstance(art, LocalArtifactsConfig):
+        folders.append(Path(art.root))
+    root = getattr(cfg.environment.runtime, "root", None)
+    if cfg.environment.runtime.type == "local" and root:
+        folders.append(Path(root))
+    return folders
 
 
 async def stored_config(metadata: MetadataStore, run_id: str) -> RunConfig:

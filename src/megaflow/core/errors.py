@@ -17,7 +17,8 @@ failed, with which input, and what to do about it.
     ├── PluginError (ImportError)            a dotted path cannot be loaded
     ├── AuthError (PermissionError)          a missing or wrong bearer token
     ├── StorageError (OSError)               a store failed to read or write
-    │   └── ChecksumMismatch                 stored bytes do not match their checksum
+    │   ├── ChecksumMismatch                 stored bytes do not match their checksum
+    │   └── StoreUnavailable                 a store stayed unreachable past its deadline
     ├── Backpressure (RuntimeError)          a bounded buffer is full
     ├── InfraError (RuntimeError)            retryable infrastructure failure
     │   ├── SandboxError                     a sandbox failed
@@ -87,6 +88,17 @@ class StorageError(MegaFlowError, OSError):
 
 class ChecksumMismatch(StorageError):
     """Stored bytes do not match the checksum recorded when they were written."""
+
+
+class StoreUnavailable(StorageError):
+    """A store stayed unreachable (or its disk full) longer than its outage deadline.
+
+    ``store`` names which one (``metadata``, ``queue``, ``events``, ``artifacts``).
+    The work is not lost: the run stops, and ``megaflow run --resume`` finishes it."""
+
+    def __init__(self, message: str, store: str = "") -> None:
+        super().__init__(message)
+        self.store = store
 
 
 class Backpressure(MegaFlowError, RuntimeError):

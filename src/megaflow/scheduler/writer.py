@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from megaflow.core.errors import MegaFlowError
+from megaflow.core.errors import MegaFlowError, StoreUnavailable
 from megaflow.core.events import Event
 from megaflow.core.tasks import Attempt, TaskResult
 from megaflow.storage.abstract import EventBus, MetadataStore, Transition
@@ -118,6 +118,8 @@ class StateWriter:
             await asyncio.sleep(0)  # let the current burst finish adding
             try:
                 await self._write()
+            except StoreUnavailable as exc:  # the stores waited out what they could
+                log.error("state write failed: %s; the changes are lost until resume", exc)
             except Exception:
                 log.exception("state write failed; the changes are lost until resume")
             if not self._ready.is_set():
@@ -135,6 +137,8 @@ class StateWriter:
             self.flushes += 1
             try:
                 await store.transition_many(transitions)
+            except StoreUnavailable:
+                raise  # the store is gone, not one change wrong
             except MegaFlowError as exc:
                 # One bad change must not drop the others: apply them one by one.
                 log.warning("batched state write failed (%s); applying one by one", exc)

@@ -22,7 +22,7 @@ class _Cfg(BaseModel):
 _SECRET = re.compile(r"(?<=://)([^:/@\s]*):[^@\s]*@|(?<![\w])(password\s*=\s*)(?:'[^']*'|\S+)")
 
 
-def _hide_password(address: str) -> str:
+def hide_password(address: str) -> str:
     """A connection URI or libpq string with its password shown as ``***``."""
     return _SECRET.sub(lambda m: f"{m[1]}:***@" if m[1] is not None else f"{m[2]}***", address)
 
@@ -69,7 +69,7 @@ class PostgresMetadataConfig(_Cfg):
 
     def where(self) -> str:
         """Where the metadata lives, as a phrase for messages (no password)."""
-        return f"at {_hide_password(self.dsn)}, schema {self.db_schema}"
+        return f"at {hide_password(self.dsn)}, schema {self.db_schema}"
 
     def kept(self) -> bool:
         """Whether the metadata outlives the process that wrote it."""
@@ -93,7 +93,7 @@ class MongoMetadataConfig(_Cfg):
 
     def where(self) -> str:
         """Where the metadata lives, as a phrase for messages (no password)."""
-        return f"at {_hide_password(self.uri)}, database {self.database}"
+        return f"at {hide_password(self.uri)}, database {self.database}"
 
     def kept(self) -> bool:
         """Whether the metadata outlives the process that wrote it."""
@@ -262,8 +262,30 @@ EventsConfig = Annotated[MemoryEventsConfig | RedisEventsConfig, Field(discrimin
 ArtifactsConfig = Annotated[LocalArtifactsConfig | S3ArtifactsConfig, Field(discriminator="type")]
 
 
+class OutageConfig(_Cfg):
+    """How long a store may be away before the run stops (``megaflow.storage.retrying``)."""
+
+    deadline_s: float = Field(
+        300.0,
+        ge=0,
+        description="A store call retries transient faults (connection refused or lost, "
+        "pool exhausted, timeouts, a full disk) for this long after the store's first "
+        "failure; then the run stops with StoreUnavailable and --resume finishes it. "
+        "0 retries nothing.",
+    )
+    backoff_base_s: float = Field(0.2, gt=0, description="Wait before the first retry.")
+    backoff_max_s: float = Field(5.0, gt=0, description="Longest wait between two retries.")
+    min_free_mb: int = Field(
+        64,
+        ge=0,
+        description="New tasks wait (and the run says so) while a local state or artifact "
+        "folder has less free space than this; 0 never waits.",
+    )
+
+
 class StorageConfig(_Cfg):
     metadata: MetadataConfig = Field(default_factory=SqliteMetadataConfig)
     queue: QueueConfig = Field(default_factory=MemoryQueueConfig)
     events: EventsConfig = Field(default_factory=MemoryEventsConfig)
     artifacts: ArtifactsConfig = Field(default_factory=LocalArtifactsConfig)
+    outage: OutageConfig = Field(default_factory=OutageConfig)

@@ -1,8 +1,13 @@
-"""Build stores from their configs (each config's ``build()``); start them together."""
+"""Build stores from their configs (each config's ``build()``); start them together.
+
+:meth:`Stores.from_config` wraps each store so that its calls wait out
+transient faults (:mod:`megaflow.storage.retrying`) under the run's
+``storage.outage`` deadline; :attr:`Stores.faults` tells when one gave up.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.storage.abstract import ArtifactStore, EventBus, MetadataStore, TaskQueue
@@ -10,8 +15,17 @@ from megaflow.storage.config import (
     ArtifactsConfig,
     EventsConfig,
     MetadataConfig,
+    OutageConfig,
     QueueConfig,
     StorageConfig,
+    hide_password,
+)
+from megaflow.storage.outage import Faults, Outage
+from megaflow.storage.retrying import (
+    RetryingArtifactStore,
+    RetryingEventBus,
+    RetryingMetadataStore,
+    RetryingTaskQueue,
 )
 
 
@@ -31,6 +45,11 @@ def make_artifact_store(cfg: ArtifactsConfig) -> ArtifactStore:
     return cfg.build()
 
 
+def _where(cfg: QueueConfig | EventsConfig) -> str:
+    url = getattr(cfg, "url", None)
+    return f"{cfg.type} at {hide_password(url)}" if url else f"{cfg.type}, in this process"
+
+
 @dataclass
 class Stores(Lifecycle):
     """The four stores of a run, started and stopped together."""
@@ -39,14 +58,32 @@ class Stores(Lifecycle):
     queue: TaskQueue
     events: EventBus
     artifacts: ArtifactStore
+    faults: Faults = field(default_factory=Faults)
+    """Which store, if any, stayed away past its outage deadline."""
 
     @classmethod
     def from_config(cls, cfg: StorageConfig) -> Stores:
+        faults = Faults()
+
+        def outage(store: str, where: str, o: OutageConfig = cfg.outage) -> Outage:
+            return Outage(
+                store, where, faults, deadline_s=o.deadline_s, base_s=o.backoff_base_s,
+                max_s=o.backoff_max_s,
+            )  # fmt: skip
+
+        md, art = cfg.metadata, cfg.artifacts
         return cls(
-            metadata=make_metadata_store(cfg.metadata),
-            queue=make_queue(cfg.queue),
-            events=make_event_bus(cfg.events),
-            artifacts=make_artifact_store(cfg.artifacts),
+            metadata=RetryingMetadataStore(
+                make_metadata_store(md), outage("metadata", f"{md.type} {md.where()}")
+            ),
+            queue=RetryingTaskQueue(make_queue(cfg.queue), outage("queue", _where(cfg.queue))),
+            events=RetryingEventBus(
+                make_event_bus(cfg.events), outage("events", _where(cfg.events))
+            ),
+            artifacts=RetryingArtifactStore(
+                make_artifact_store(art), outage("artifacts", f"{art.type} at {art.where()}")
+            ),
+            faults=faults,
         )
 
     async def start(self) -> None:

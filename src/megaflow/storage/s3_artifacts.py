@@ -30,6 +30,7 @@ from megaflow.storage.keys import check_key
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's floor for every part but the last
 _MISSING = ("404", "NoSuchKey", "NotFound")
+_BUSY = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "503", "500")
 
 
 class S3ArtifactStore(ArtifactStore):
@@ -128,7 +129,12 @@ class S3ArtifactStore(ArtifactStore):
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
         """Run one boto3 call, turning its errors into MegaFlow's."""
-        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            HTTPClientError,
+        )
+        from botocore.exceptions import ConnectionError as BotoConnectionError
 
         try:
             return fn(**kwargs)
@@ -137,9 +143,20 @@ class S3ArtifactStore(ArtifactStore):
             if code in _MISSING:
                 raise NotFound(f"cannot {what}: not found in {self.where}") from None
             if code == "NoSuchBucket":
+                if self.create_bucket and fn != self._s3.create_bucket:
+                    # the server came back without its buckets (a restarted MinIO or
+                    # moto): the config says to create it, so do, and say the call
+                    # may be tried again
+                    self._call("create the bucket", self._s3.create_bucket, Bucket=self.bucket)
+                    raise TransportError(
+                        f"bucket {self.bucket!r} was missing in {self.where} and was "
+                        f"created again; {what} is to be tried again"
+                    ) from exc
                 raise StorageError(f"bucket {self.bucket!r} does not exist ({self.where})") from exc
+            if code in _BUSY:
+                raise TransportError(f"cannot {what} in {self.where} now: {exc}") from exc
             raise StorageError(f"cannot {what} in {self.where}: {exc}") from exc
-        except EndpointConnectionError as exc:
+        except (BotoConnectionError, HTTPClientError) as exc:
             raise TransportError(
                 f"cannot reach the S3 endpoint {self.endpoint_url or '(default)'} to {what}: "
                 f"{exc}; check that it runs and that endpoint_url is right"

@@ -1,0 +1,82 @@
+"""A full host disk is a fault of the host, not of a task.
+
+:class:`DiskFloor` watches the free space of the local folders a run writes
+to (the SQLite database's folder, the local artifact root, the local
+sandbox root). While one of them has less free space than
+``storage.outage.min_free_mb``, new attempts wait before taking a sandbox
+(they are held, not failed), and the run says so once, and again when the
+space is back. The executor also asks it whether a disk error in a sandbox
+(git unable to write while taking the agent's patch) came from the host's
+disk: then the attempt is an infrastructure failure and is retried, never a
+graded sample with reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_DISK_WORDS = ("no space left", "out of diskspace", "disk quota exceeded", "enospc", "disk is full")
+
+
+def disk_error(text: str | None) -> bool:
+    """Whether an error message speaks of a full disk."""
+    low = (text or "").lower()
+    return any(w in low for w in _DISK_WORDS)
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest existing parent (a folder not made yet is on that disk)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+class DiskFloor:
+    def __init__(self, folders: Iterable[Path], min_free_mb: int, poll_s: float = 0.5) -> None:
+        self.folders = sorted({Path(f) for f in folders})
+        self.floor = min_free_mb * 1024 * 1024
+        self.poll_s = poll_s
+        self.holding = False
+        self.held = 0
+        """Attempts that had to wait for space, over the run."""
+
+    def short(self) -> tuple[Path, int] | None:
+        """The first folder below the floor and its free bytes, or None."""
+        if self.floor <= 0:
+            return None
+        for folder in self.folders:
+            try:
+                free = shutil.disk_usage(_existing(folder)).free
+            except OSError:
+                continue
+            if free < self.floor:
+                return folder, free
+        return None
+
+    async def room(self, what: str) -> None:
+        """Return once every watched folder has room; ``what`` waits meanwhile."""
+        low = self.short()
+        if low is None:
+            return
+        self.held += 1
+        while low is not None:
+            if not self.holding:
+                self.holding = True
+                folder, free = low
+                log.warning(
+                    "holding new tasks (%s first): %s has %.1f MB free, below "
+                    "storage.outage.min_free_mb (%d MB); they start once space is freed",
+                    what, folder, free / 2**20, self.floor // 2**20,
+                )  # fmt: skip
+            await asyncio.sleep(self.poll_s)
+            low = self.short()
+        if self.holding:
+            self.holding = False
+            log.warning("disk space is back above the floor; held tasks start")
