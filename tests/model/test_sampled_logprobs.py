@@ -18,7 +18,7 @@ import torch
 from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
 from megaflow.model.transformers_lm import build_tiny_model
-from megaflow.train.grpo import token_logprobs
+from megaflow.train.logprobs import token_logprobs
 
 
 @pytest.fixture(scope="module")

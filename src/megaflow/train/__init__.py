@@ -1,8 +1,8 @@
-"""The RL trainer: training samples from trajectories, GRPO, weight sync.
+"""The RL trainer: training samples from trajectories, RL algorithms, weight sync.
 
 :mod:`~megaflow.train.samples`, :mod:`~megaflow.train.config` and
 :mod:`~megaflow.train.stats` are importable without torch; the trainer
-modules (``grpo``, ``batching``, ``worker``, ``checkpoint``, ``protocol``,
+modules (``algorithms``, ``logprobs``, ``batching``, ``worker``, ``checkpoint``, ``protocol``,
 ``trainer``, ``launch``) import torch and transformers (the ``train`` extra).
 ``docs/train.md`` describes them.
 """

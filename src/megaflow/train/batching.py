@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from megaflow.train.grpo import Scored
+from megaflow.train.algorithms.batch import Scored
 from megaflow.train.samples import TrainingSample
 
 

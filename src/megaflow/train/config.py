@@ -1,15 +1,14 @@
-"""The trainer's config: optimizer, GRPO loss, distribution and checkpoints.
+"""The trainer's config: optimizer, RL algorithm, distribution and checkpoints.
 
 :class:`TrainerConfig` is the ``train:`` section of a run config (the loop
-adds its own fields there). It describes one GRPO update: the advantage of a
-sample is its reward minus its group's mean (optionally divided by the
-group's standard deviation), the policy term is PPO's clipped importance
-ratio against the logprobs the sampler recorded, an optional KL penalty
-pulls towards a frozen copy of the initial model, and the per-token losses
-are averaged over tokens or over sequences. How the ranks share the model
-(``strategy``), where they run (``launcher``), the optimizer (AdamW or 1-bit
-Adam), the learning-rate and batch-size schedules, checkpoint timing and the
-metrics log are fields too.
+adds its own fields there). It describes one update: ``algorithm`` picks the
+advantage estimator and policy loss (GRPO by default; see
+:mod:`megaflow.train.algorithms.config`), an optional KL penalty pulls
+towards a frozen copy of the initial model, and a step in which no sample
+carries a non-zero advantage changes nothing unless ``step_without_signal``.
+How the ranks share the model (``strategy``), where they run (``launcher``),
+the optimizer (AdamW or 1-bit Adam), the learning-rate and batch-size
+schedules, checkpoint timing and the metrics log are fields too.
 See ``docs/train.md`` and ``docs/train-scale.md``.
 
 This module imports neither torch nor transformers.
@@ -17,20 +16,23 @@ This module imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from megaflow.train.algorithms.config import AlgorithmConfig, GrpoConfig
 from megaflow.train.launcher_config import LauncherConfig, LocalLauncherConfig
 from megaflow.train.plan_config import Hardware
 
 Strategy = Literal["fsdp", "auto", "ddp", "zero2", "zero3", "hsdp", "zero3_offload"]
 #: Strategies under which every rank holds whole, unaveraged gradients (1-bit Adam's need).
 UNSHARDED = ("ddp", "auto")
+#: The loss knobs that were ``train.*`` fields and are now ``train.algorithm.*``.
+MOVED = ("scale_std", "std_eps", "clip_eps", "clip_eps_high", "loss_agg")
 
 
 class TrainerConfig(BaseModel):
-    """One GRPO trainer: what an optimizer step does and where it runs."""
+    """One RL trainer: what an optimizer step does and where it runs."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,28 +53,23 @@ class TrainerConfig(BaseModel):
         description="'samples': that many sequences per pass; 'tokens': as many sequences as "
         "fit in that many padded tokens (a longer sequence gets a pass of its own).",
     )
-    scale_std: bool = Field(
-        True, description="Divide each advantage by its group's reward standard deviation."
+    algorithm: AlgorithmConfig = Field(
+        default_factory=GrpoConfig,
+        description="The advantage estimator and policy loss: {type: grpo} (the default), "
+        "dr_grpo, dapo, gspo, rloo or reinforce_pp, with their knobs "
+        "(megaflow.train.algorithms.config).",
     )
-    std_eps: float = Field(
-        1e-6, gt=0, description="Added to the standard deviation before dividing by it."
-    )
-    clip_eps: float = Field(
-        0.2, gt=0, description="Lower clip of the importance ratio: 1 - clip_eps."
-    )
-    clip_eps_high: float | None = Field(
-        None, gt=0, description="Upper clip of the ratio: 1 + clip_eps_high; None: clip_eps."
+    step_without_signal: bool = Field(
+        False,
+        description="Take an optimizer step (and a new weights version) even when no trained "
+        "sample has a non-zero advantage; off: such a step leaves the weights and version "
+        "as they were (with momentum the optimizer would still move them).",
     )
     kl_coef: float = Field(
         0.0,
         ge=0,
         description="Weight of the k3 KL estimate to a frozen reference model (the initial "
         "weights); 0 disables it and no reference model is loaded.",
-    )
-    loss_agg: Literal["token", "sequence"] = Field(
-        "token",
-        description="'token': mean over every trained token of the step (DAPO); 'sequence': "
-        "mean over each sequence's tokens, then over sequences (the GRPO paper).",
     )
     temperature: float = Field(
         1.0,
@@ -171,6 +168,18 @@ class TrainerConfig(BaseModel):
         "file from a background thread (`megaflow train diagnose` reads it); None: no log.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_algorithm(cls, data: Any) -> Any:
+        moved = sorted(set(data) & set(MOVED)) if isinstance(data, dict) else []
+        if moved:
+            raise ValueError(
+                "; ".join(f"train.{k} moved to train.algorithm.{k}" for k in moved)
+                + " (e.g. train.algorithm: {type: grpo, clip_eps: 0.2}); "
+                "see docs/train-loop.md, Algorithms"
+            )
+        return data
+
     @model_validator(mode="after")
     def _onebit_needs_whole_gradients(self) -> TrainerConfig:
         sharded = self.strategy not in UNSHARDED
@@ -181,7 +190,3 @@ class TrainerConfig(BaseModel):
                 "sees them; use strategy 'ddp' (or 'auto')"
             )
         return self
-
-    @property
-    def clip_high(self) -> float:
-        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high

@@ -56,6 +56,9 @@ class TrainingSample(BaseModel):
         description="Scales the sample's policy loss; below 1 for a sample generated with "
         "weights older than the loop's staleness bound (``stale: reweight``).",
     )
+    truncated: bool = Field(
+        False, description="Its last model call stopped at the token limit (cut off)."
+    )
 
     @model_validator(mode="after")
     def _aligned(self) -> TrainingSample:
@@ -134,4 +137,5 @@ def sample_from_trajectory(
         reward=reward,
         weights_version=min(versions) if versions else None,
         masked=masked,
+        truncated=calls[-1].response.get("finish_reason") == "length",
     )

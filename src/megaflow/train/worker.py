@@ -9,10 +9,15 @@ sharded across ranks; ``ddp`` replicates them). ``step`` runs the same plan
 on every rank (:mod:`megaflow.train.batching`), accumulates gradients over
 micro-batches, clips the gradient norm and steps the optimizer
 (:mod:`megaflow.train.optim`), after the schedules of
-:mod:`megaflow.train.schedule`. The loss of each micro-batch is already a
-share of the step's mean (:func:`megaflow.train.grpo.sample_weights`) and is
-multiplied by the world size because FSDP and DDP average gradients across
-ranks; one process and N ranks therefore take the same update.
+:mod:`megaflow.train.schedule`. What the step trains and its loss come from
+the configured algorithm (:mod:`megaflow.train.algorithms`): its
+``prepare`` scores the groups, its ``loss`` gives each micro-batch's share
+of the step's loss, which is multiplied by the world size because FSDP and
+DDP average gradients across ranks; one process and N ranks therefore take
+the same update. A step in which no trained sample has a non-zero
+advantage takes no optimizer step and keeps the weights version, unless
+``step_without_signal`` (with momentum the optimizer would still move the
+weights on a zero gradient).
 
 Each step also records, per rank, its compute time (forward and backward,
 with the collectives FSDP and DDP overlap with them), its communication
@@ -44,10 +49,12 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from megaflow.core.errors import ConfigError
-from megaflow.train import grpo
+from megaflow.train.algorithms.algorithm import STAT_FIELDS
+from megaflow.train.algorithms.batch import Scored, collate
 from megaflow.train.batching import pad_sample, plan
 from megaflow.train.checkpoint import FullState, read_tensors, rng_state, set_rng_state
 from megaflow.train.config import TrainerConfig
+from megaflow.train.logprobs import logprobs_and_entropy
 from megaflow.train.onebit_adam import OnebitAdam
 from megaflow.train.optim import build_optimizer
 from megaflow.train.samples import TrainingSample
@@ -115,6 +122,7 @@ class RankWorker:
             if self.ref is not None and strategy != "ddp":  # DDP needs trainable parameters
                 self.ref = shard(self.ref, strategy, devices_per_node=per_node)
         self.optim = build_optimizer(self.model, config)
+        self.algorithm = config.algorithm.build(kl_coef=config.kl_coef)
         self.step_count = 0
         self.version = 0
 
@@ -126,19 +134,21 @@ class RankWorker:
         cfg = self.config
         given = len(groups)
         groups = list(groups)[: warmup_groups(cfg, self.step_count + 1, given)]
-        adv = grpo.group_advantages(groups, scale_std=cfg.scale_std, std_eps=cfg.std_eps)
-        scored = grpo.sample_weights(adv.scored, cfg.loss_agg)
+        prep = self.algorithm.prepare(groups)
+        scored = prep.scored
         lr = scaled_lr(cfg, len(scored))
         if cfg.lr_scaling != "none":
             for group in self.optim.param_groups:
                 group["lr"] = lr
-        mine = plan(
-            scored, world_size=self.world_size, size=cfg.micro_batch, unit=cfg.micro_batch_unit
-        )[self.rank]
-        n_stats = len(grpo.STAT_FIELDS)
+        skipped = bool(scored) and not prep.has_signal and not cfg.step_without_signal
+        train = bool(scored) and not skipped
+        n_stats = len(STAT_FIELDS)
         sums = torch.zeros(n_stats + 3 * self.world_size, dtype=torch.float64)
         grad_norm = 0.0
-        if scored:
+        if train:
+            mine = plan(
+                scored, world_size=self.world_size, size=cfg.micro_batch, unit=cfg.micro_batch_unit
+            )[self.rank]
             timing = self._update(mine, sums)
             grad_norm = timing.pop()
             sums[n_stats + 3 * self.rank : n_stats + 3 * self.rank + 3] = torch.tensor(timing)
@@ -146,36 +156,43 @@ class RankWorker:
             self.version += 1
         if self.distributed:
             dist.all_reduce(sums)
-        ratio, clipped, kl, tokens, loss = sums[:n_stats].tolist()
+        got = dict(zip(STAT_FIELDS, sums[:n_stats].tolist(), strict=True))
         times = sums[n_stats:].view(-1, 3).tolist()
-        n = max(tokens, 1.0)
+        n = max(got["tokens"], 1.0)
         return StepStats(
             step=self.step_count,
             weights_version=self.version,
-            updated=bool(scored),
-            loss=loss,
-            mean_ratio=ratio / n,
-            clip_fraction=clipped / n,
-            kl=kl / n,
+            updated=train,
+            loss=got["loss"],
+            mean_ratio=got["ratio"] / n,
+            clip_fraction=got["clipped"] / n,
+            kl=got["kl"] / n,
             grad_norm=grad_norm,
-            tokens=int(tokens),
+            tokens=int(got["tokens"]),
             samples=len(scored),
             groups=given,
-            zero_advantage_groups=adv.zero_advantage_groups,
-            masked_samples=adv.masked_samples,
+            zero_advantage_groups=prep.zero_advantage_groups,
+            masked_samples=prep.masked_samples,
             seconds=time.perf_counter() - t0,
             lr=lr,
             warmup_skipped_groups=given - len(groups),
-            ranks=tuple(RankTiming(*t) for t in times) if scored else (),
+            ranks=tuple(RankTiming(*t) for t in times) if train else (),
+            groups_with_signal=prep.groups_with_signal,
+            skipped_without_signal=skipped,
+            filtered_groups=prep.filtered_groups,
+            overlong_filtered=prep.overlong_filtered,
+            mismatch=got["mismatch"] / n,
+            corrected_fraction=got["corrected"] / n,
+            entropy=got["entropy"] / n,
+            response_length=prep.response_length,
+            truncation_rate=prep.truncation_rate,
         )
 
-    def _update(
-        self, mine: Sequence[Sequence[grpo.Scored] | None], sums: torch.Tensor
-    ) -> list[float]:
+    def _update(self, mine: Sequence[Sequence[Scored] | None], sums: torch.Tensor) -> list[float]:
         """Backward over this rank's micro-batches, then clip and step; returns
         [compute_s, comm_s, idle_s, grad_norm]."""
         tc = time.perf_counter()
-        n_stats = len(grpo.STAT_FIELDS)
+        n_stats = len(STAT_FIELDS)
         for i, items in enumerate(mine):
             with self._sync(i == len(mine) - 1):
                 sums[:n_stats] += self._micro_step(items or [pad_sample(self.pad_id)]).double()
@@ -214,26 +231,19 @@ class RankWorker:
             self.model.set_requires_gradient_sync(last)
             yield
 
-    def _micro_step(self, items: Sequence[grpo.Scored]) -> torch.Tensor:
-        batch = grpo.collate(items, self.pad_id).to(self.device)
-        cfg = self.config
-        logp = grpo.token_logprobs(
-            self.model, batch.input_ids, batch.attention_mask, cfg.temperature
+    def _micro_step(self, items: Sequence[Scored]) -> torch.Tensor:
+        batch = collate(items, self.pad_id).to(self.device)
+        temp = self.config.temperature
+        logp, entropy = logprobs_and_entropy(
+            self.model, batch.input_ids, batch.attention_mask, temp
         )
         ref_logp = None
         if self.ref is not None:
             with torch.no_grad():
-                ref_logp = grpo.token_logprobs(
-                    self.ref, batch.input_ids, batch.attention_mask, cfg.temperature
+                ref_logp, _ = logprobs_and_entropy(
+                    self.ref, batch.input_ids, batch.attention_mask, temp, entropy=False
                 )
-        loss, sums = grpo.grpo_loss(
-            logp,
-            batch,
-            clip_low=cfg.clip_eps,
-            clip_high=cfg.clip_high,
-            kl_coef=cfg.kl_coef,
-            ref_logp=ref_logp,
-        )
+        loss, sums = self.algorithm.loss(batch, logp, ref_logp=ref_logp, entropy=entropy)
         # FSDP averages gradients over ranks; each rank's loss is a share of the sum
         torch.autograd.backward(loss * self.world_size)
         return sums.cpu()
