@@ -14,10 +14,10 @@ from megaflow.core.weight_group import (
     buckets,
     dtype_name,
     empty_like_meta,
+    host_store,
     join,
     plan_buckets,
 )
-from tests.fixtures.servers import free_port
 
 
 def tensors() -> dict[str, torch.Tensor]:
@@ -49,8 +49,9 @@ def test_buckets_group_tensors_in_order_and_a_large_tensor_is_its_own() -> None:
 def test_a_group_of_its_own_broadcasts_every_tensor_to_every_rank() -> None:
     ts = tensors()
     metas = metas_of(ts, 160)
+    store = host_store("127.0.0.1", 0, 3, timeout_s=30)  # port 0: a free one
     group = WeightGroup(
-        master_address="127.0.0.1", master_port=free_port(), rank_offset=1,
+        master_address="127.0.0.1", master_port=store.port, rank_offset=1,
         world_size=3, group_name="test", timeout_s=30,
     )  # fmt: skip
     received: dict[int, dict[str, torch.Tensor]] = {}
@@ -66,7 +67,7 @@ def test_a_group_of_its_own_broadcasts_every_tensor_to_every_rank() -> None:
     threads = [threading.Thread(target=member, args=(r,)) for r in (1, 2)]
     for t in threads:
         t.start()
-    root = join(group, 0)
+    root = join(group, 0, store)
     for m in metas:
         broadcast(root, ts[m.name].contiguous())
     for t in threads:

@@ -53,7 +53,7 @@ def test_every_sync_config_has_its_tag() -> None:
         tags.update(typing.get_args(m.model_fields["type"].annotation))
         assert m.model_fields["type"].default in tags
         assert all(f.description for f in m.model_fields.values()), m
-    assert tags == {"in_process", "disk"}
+    assert tags == {"in_process", "disk", "broadcast"}
     adapter: TypeAdapter[Any] = TypeAdapter(WeightSyncConfig)
     assert isinstance(adapter.validate_python({"type": "disk"}), DiskSyncConfig)
     with pytest.raises(ValidationError, match="root_dir"):

@@ -131,21 +131,37 @@ class Member:
     """The group's ``TCPStore``; rank 0 hosts it, so it lives as long as the group."""
 
 
-def join(group: WeightGroup, rank: int) -> Member:
-    """Join ``group`` at ``rank`` on a ``TCPStore`` of its own (rank 0 hosts it);
-    returns once every rank joined. The default group is not touched."""
+def host_store(address: str, port: int, world_size: int, timeout_s: float) -> Any:
+    """Rank 0's ``TCPStore`` for a new group, listening on ``port`` (0 picks a free
+    one: its ``.port``)."""
+    import torch.distributed as dist_typed
+
+    dist: Any = dist_typed
+    return dist.TCPStore(
+        address,
+        port,
+        world_size,
+        is_master=True,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
+
+
+def join(group: WeightGroup, rank: int, store: Any = None) -> Member:
+    """Join ``group`` at ``rank`` through its ``TCPStore`` (rank 0 passes the one it
+    hosts); returns once every rank joined. The default group is not touched."""
     import torch.distributed as dist_typed
 
     dist: Any = dist_typed  # c10d's classes are untyped bindings
     timeout = timedelta(seconds=group.timeout_s)
-    store = dist.TCPStore(
-        group.master_address,
-        group.master_port,
-        group.world_size,
-        is_master=rank == 0,
-        timeout=timeout,
-        wait_for_workers=False,
-    )
+    if store is None:
+        store = dist.TCPStore(
+            group.master_address,
+            group.master_port,
+            group.world_size,
+            is_master=False,
+            timeout=timeout,
+        )
     prefixed = dist.PrefixStore(group.group_name, store)
     if group.backend == "nccl":
         nccl_options = dist.ProcessGroupNCCL.Options()

@@ -14,6 +14,14 @@ send a request.
 A weights update goes to every routed replica at once; each finishes the
 calls it is running on the old weights, then serves the new version. If a
 replica refuses, the error names it and the versions every replica serves.
+
+Broadcast updates (the trainer's ``broadcast`` weight sync): every routed
+replica that is a :class:`WeightGroupMember` joins the trainer's
+``torch.distributed`` group, at consecutive ranks in rotation order, and
+receives each update from it; the control answers for all of them as one
+engine (``weight_group_ranks``, ``init_weight_group``,
+``update_weights_from_group``, ``close_weight_group``: the
+``GroupEngineControl`` protocol of :mod:`megaflow.train.weight_sync.abstract`).
 """
 
 from __future__ import annotations
@@ -21,13 +29,34 @@ from __future__ import annotations
 import abc
 import asyncio
 import itertools
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, NotFound
+from megaflow.core.weight_group import TensorMeta, WeightGroup
 from megaflow.model.abstract import Weights
 from megaflow.model.config import ModelConfig
 from megaflow.model.routing import Replica, Router
+
+
+@runtime_checkable
+class WeightGroupMember(Protocol):
+    """A backend that takes broadcast weights: it joins the trainer's group at
+    ``group.rank_offset`` onward with ``weight_group_ranks()`` ranks, and
+    ``update_weights_from_group`` returns once it serves ``version`` (or raises,
+    serving the version it had)."""
+
+    async def weight_group_ranks(self) -> int: ...
+
+    async def init_weight_group(self, group: WeightGroup) -> None: ...
+
+    async def update_weights_from_group(
+        self, metas: Sequence[TensorMeta], version: int
+    ) -> object: ...
+
+    async def close_weight_group(self) -> None: ...
 
 
 class BackendStatus(BaseModel):
@@ -144,3 +173,69 @@ class LocalModelControl(ModelControl):
                 f"backends ({reasons}); versions served now: {served}"
             )
         return [self._status(r) for r in replicas]
+
+    # -- broadcast weight updates ---------------------------------------------
+
+    def _members(self) -> list[tuple[Replica, WeightGroupMember]]:
+        members = [(r, r.backend) for r in self.router.replicas]
+        unable = [self._name(r) for r, b in members if not isinstance(b, WeightGroupMember)]
+        if unable:
+            raise ModelError(
+                f"backends {unable} cannot join a weight-update group; use the disk weight sync"
+            )
+        return [(r, b) for r, b in members if isinstance(b, WeightGroupMember)]
+
+    async def weight_group_ranks(self) -> int:
+        return sum([await b.weight_group_ranks() for _, b in self._members()])
+
+    async def init_weight_group(self, group: WeightGroup) -> None:
+        """Every replica joins ``group``, the first at ``group.rank_offset``."""
+        members = self._members()
+        offsets, offset = [], group.rank_offset
+        for _, b in members:
+            offsets.append(offset)
+            offset += await b.weight_group_ranks()
+        results = await asyncio.gather(
+            *(
+                b.init_weight_group(group.model_copy(update={"rank_offset": o}))
+                for (_, b), o in zip(members, offsets, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        self._group_failures([r for r, _ in members], results, "could not join the weight group")
+
+    async def update_weights_from_group(
+        self, metas: Sequence[TensorMeta], version: int
+    ) -> list[BackendStatus]:
+        members = self._members()
+        results = await asyncio.gather(
+            *(b.update_weights_from_group(metas, version) for _, b in members),
+            return_exceptions=True,
+        )
+        replicas = [r for r, _ in members]
+        self._group_failures(replicas, results, f"refused broadcast weights v{version}")
+        return [self._status(r) for r in replicas]
+
+    async def close_weight_group(self) -> None:
+        members = [r.backend for r in self.router.replicas]
+        await asyncio.gather(
+            *(b.close_weight_group() for b in members if isinstance(b, WeightGroupMember)),
+            return_exceptions=True,
+        )
+
+    def _group_failures(
+        self, replicas: list[Replica], results: Sequence[object], what: str
+    ) -> None:
+        failed = [
+            (r, e) for r, e in zip(replicas, results, strict=True) if isinstance(e, BaseException)
+        ]
+        for _, exc in failed:
+            if not isinstance(exc, Exception):
+                raise exc  # a cancellation or exit, not a refusal
+        if failed:
+            served = {self._name(r): r.backend.weights_version for r in replicas}
+            reasons = "; ".join(f"{self._name(r)}: {e}" for r, e in failed)
+            raise ModelError(
+                f"{len(failed)} of {len(replicas)} backends {what} ({reasons}); "
+                f"versions served now: {served}"
+            )

@@ -3,15 +3,16 @@
 Endpoints: ``POST /v1/chat/completions`` (plain or streamed as server-sent
 events, with tool calls), ``GET /v1/models``, and MegaFlow's own
 ``/v1/trajectories/{id}`` (PUT registers a task payload, GET reads the
-recorded calls, DELETE reads and forgets them) and ``POST /v1/weights``
-(``{"path": ..., "version": N}``: every replica serves the weights at that
-path from now on; answers each replica's status). The trajectory id comes from
-the ``X-MegaFlow-Trajectory`` header or a ``model@trajectory-id`` suffix.
+recorded calls, DELETE reads and forgets them) and the weight routes of
+:mod:`megaflow.model.weight_routes` (``POST /v1/weights`` with a checkpoint
+path, and the broadcast sync's ``/v1/weights/group...``). The trajectory id
+comes from the ``X-MegaFlow-Trajectory`` header or a ``model@trajectory-id``
+suffix.
 
-The weights route checks the bearer token itself, with the ``authorize``
+The weight routes check the bearer token themselves, with the ``authorize``
 callable the server is given (``megaflow.rpc.auth.check_bearer`` bound to the
-token, which also guards the whole app where it is deployed); without one it
-refuses every update, so a gateway started without a token never takes weights.
+token, which also guards the whole app where it is deployed); without one they
+refuse every update, so a gateway started without a token never takes weights.
 
 A streamed answer is produced from the backend's complete answer, chunked as
 OpenAI does (role, content pieces, tool-call deltas, finish reason, usage):
@@ -43,12 +44,10 @@ from megaflow.core.errors import (
     TransportError,
 )
 from megaflow.core.lifecycle import Lifecycle
-from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion, WeightsUpdate
+from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion
 from megaflow.model.body_limit import DEFAULT_MAX_BODY_MB, BodyLimitMiddleware
 from megaflow.model.service import ModelService
-
-Authorize = Callable[[str | None], bool]
-"""Given the request's ``Authorization`` header, whether it carries the token."""
+from megaflow.model.weight_routes import Authorize, add_weight_routes
 
 _STATUS: list[tuple[type[Exception], int, str]] = [
     (AuthError, 401, "unauthorized"),
@@ -209,22 +208,7 @@ def create_app(
         calls = service.recorder.release(trajectory_id)
         return {"trajectory_id": trajectory_id, "calls": [c.model_dump() for c in calls]}
 
-    @app.post("/v1/weights")
-    async def weights(request: Request) -> Any:
-        if authorize is None:
-            return error(AuthError("weight updates are off: the gateway runs without a token"))
-        if not authorize(request.headers.get("authorization")):
-            return error(AuthError("missing or wrong bearer token"))
-        try:
-            update = WeightsUpdate.model_validate(await request.json())
-        except ValueError as exc:
-            return error(InvalidInput(f'not a weights update {{"path", "version"}}: {exc}'))
-        try:
-            statuses = await service.control.update_weights(update.path, update.version)
-        except Exception as exc:
-            return error(exc)
-        return {"version": update.version, "backends": [st.model_dump() for st in statuses]}
-
+    add_weight_routes(app, service.control, authorize, error)
     return app
 
 

@@ -20,9 +20,11 @@ or top-k cut. That is the "old policy" logprob a PPO or GRPO ratio needs,
 since the trainer divides its logits by the same temperature
 (``train.temperature``): on-policy, the ratio is 1 at any temperature.
 
-New weights (:meth:`TransformersBackend.update_weights`) are copied into the
-live model under the lock generation holds, so a generation in flight
-finishes, and reports, on the version it started with.
+New weights (:meth:`TransformersBackend.update_weights`, a state dict or a
+checkpoint path or URI; or broadcast by the trainer into staging tensors,
+``update_weights_from_group``) are copied into the live model under the lock
+generation holds, so a generation in flight finishes, and reports, on the
+version it started with.
 
 :func:`build_tiny_model` writes a small random-weights GPT-2 with a
 word-level tokenizer, for tests and demos where no weights can be fetched.
@@ -34,11 +36,12 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from megaflow.core.errors import InvalidInput, ModelError
+from megaflow.core.weight_group import TensorMeta, WeightGroup
 from megaflow.model.abstract import (
     UNASSIGNED,
     Backend,
@@ -48,6 +51,7 @@ from megaflow.model.abstract import (
     Weights,
 )
 from megaflow.model.token_in import TokenState, TokenStates, continuation_text, normalize, tools_key
+from megaflow.model.weights import GroupSlot
 
 _TOOL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
@@ -91,6 +95,7 @@ class TransformersBackend(Backend):
         self._model: Any = None
         self._tok: Any = None
         self._lock = asyncio.Lock()
+        self._group = GroupSlot(self.name)
 
     async def start(self) -> None:
         if self._model is None:
@@ -217,25 +222,44 @@ class TransformersBackend(Backend):
 
     async def update_weights(self, weights: Weights, version: int) -> None:
         """Copy ``weights`` into the live model; calls queued after this one see ``version``."""
-        from megaflow.model.weights import read_weights, swap_weights
+        from megaflow.model.weights import read_weights
+
+        if isinstance(weights, str):  # read before the lock: generation goes on meanwhile
+            weights = await asyncio.to_thread(read_weights, weights)
+        await self._swap(weights, version)
+
+    async def _swap(self, tensors: Mapping[str, Any], version: int) -> None:
+        from megaflow.model.weights import swap_weights
 
         if self._model is None:
             await self.start()
-
-        def swap() -> None:
-            tensors: Mapping[str, Any] = (
-                read_weights(weights) if isinstance(weights, str) else weights
-            )
-            swap_weights(self._model, tensors)
-
         async with self._lock:
             if version <= self.weights_version:
                 raise InvalidInput(
                     f"{self.name}: weights version {version} is not newer than the served "
                     f"version {self.weights_version}"
                 )
-            await asyncio.to_thread(swap)
+            await asyncio.to_thread(swap_weights, self._model, tensors)
             self.weights_version = version
+
+    # The broadcast weight sync: this replica is one rank of the trainer's group.
+
+    async def weight_group_ranks(self) -> int:
+        return 1
+
+    async def init_weight_group(self, group: WeightGroup) -> None:
+        if self._model is None:
+            await self.start()
+        await self._group.join(group, self._model.device)
+
+    async def update_weights_from_group(self, metas: Sequence[TensorMeta], version: int) -> None:
+        """Receive every tensor into staging, then check and swap them like a checkpoint."""
+        if self._model is None:
+            await self.start()
+        await self._swap(await self._group.receive(metas, self._model.device), version)
+
+    async def close_weight_group(self) -> None:
+        self._group.leave()
 
     def release(self, trajectory_id: str) -> None:
         self.token_states.release(trajectory_id)

@@ -8,6 +8,13 @@ leaves the served weights untouched; then it copies the tensors into the
 existing parameters (``load_state_dict``), so the model object, its tokenizer
 and anything holding a reference to it stay as they are.
 
+Broadcast weights (the trainer's ``broadcast`` sync) arrive through a
+:class:`GroupSlot`, a replica's place in the trainer's ``torch.distributed``
+group: :meth:`GroupSlot.receive` takes every tensor into a new one (the staging
+copy) and only then hands them over, so a lost peer or a timeout
+half-way copies nothing, and :func:`swap_weights` then checks them as it
+checks a checkpoint.
+
 Tied parameters (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) are
 saved once by ``save_pretrained``; a state dict may leave out a name whose
 tensor is shared with a name it has.
@@ -18,11 +25,20 @@ module costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from megaflow.core.errors import InvalidInput
+from megaflow.core.errors import InvalidInput, ModelError
+from megaflow.core.weight_group import (
+    Member,
+    TensorMeta,
+    WeightGroup,
+    broadcast,
+    empty_like_meta,
+    join,
+)
 
 _SHOWN = 5  # names listed in an error message
 
@@ -85,3 +101,55 @@ def swap_weights(model: Any, weights: Mapping[str, Any]) -> None:
         )
     with torch.no_grad():
         model.load_state_dict(dict(weights), strict=False)
+
+
+def receive_weights(member: Member, metas: Sequence[TensorMeta], device: Any) -> dict[str, Any]:
+    """Every tensor rank 0 broadcasts for ``metas``, in order, into new tensors."""
+    staged: dict[str, Any] = {}
+    for n, meta in enumerate(metas):
+        tensor = empty_like_meta(meta, device)
+        try:
+            broadcast(member, tensor)
+        except Exception as exc:  # gloo and NCCL raise their own error types
+            raise ModelError(
+                f"tensor {n + 1} of {len(metas)} ({meta.name}) of the broadcast did not "
+                f"arrive: {exc}"
+            ) from exc
+        staged[meta.name] = tensor
+    return staged
+
+
+class GroupSlot:
+    """One replica's place in the trainer's weight-update group (one rank)."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.member: Member | None = None
+
+    async def join(self, group: WeightGroup, device: Any) -> None:
+        """Join ``group`` at ``group.rank_offset``, leaving any group joined before."""
+        if group.backend == "nccl" and getattr(device, "type", "cpu") != "cuda":
+            raise InvalidInput(f"{self.owner} runs on {device}; NCCL needs a GPU, use gloo")
+        self.member = None
+        try:
+            self.member = await asyncio.to_thread(join, group, group.rank_offset)
+        except Exception as exc:  # the store or a peer did not answer in time
+            raise ModelError(
+                f"{self.owner} could not join weight group {group.group_name!r} at "
+                f"{group.master_address}:{group.master_port}: {exc}"
+            ) from exc
+
+    async def receive(self, metas: Sequence[TensorMeta], device: Any) -> dict[str, Any]:
+        """The staged tensors of one update; a failed receive leaves the group (the
+        trainer forms a new one), since the ranks are out of step."""
+        member = self.member
+        if member is None:
+            raise InvalidInput(f"{self.owner} is in no weight-update group; join one first")
+        try:
+            return await asyncio.to_thread(receive_weights, member, metas, device)
+        except Exception:
+            self.member = None
+            raise
+
+    def leave(self) -> None:
+        self.member = None

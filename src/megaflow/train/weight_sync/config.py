@@ -4,6 +4,7 @@ Each config builds its sync (``build``), importing its module only then::
 
     weight_sync: {type: in_process}              # the default
     weight_sync: {type: disk, root: /shared/weights, keep: 2}
+    weight_sync: {type: broadcast, backend: nccl, master_address: 10.0.0.5}
 """
 
 from __future__ import annotations
@@ -71,4 +72,49 @@ class DiskSyncConfig(_Cfg):
         )
 
 
-WeightSyncConfig = Annotated[InProcessSyncConfig | DiskSyncConfig, Field(discriminator="type")]
+class BroadcastSyncConfig(_Cfg):
+    """The trainer's rank 0 and every engine worker form a ``torch.distributed``
+    group of their own; each update is broadcast tensor by tensor, announced to the
+    engines over their HTTP control endpoint first. No checkpoint touches disk."""
+
+    type: Literal["broadcast"] = Field("broadcast", description="This sync's tag.")
+    carries: ClassVar[str] = "broadcast"
+    backend: Literal["gloo", "nccl"] = Field(
+        "gloo", description="torch.distributed backend: gloo on CPUs, nccl between GPUs."
+    )
+    master_address: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="The trainer's address as the engines reach it; the group's TCPStore "
+        "listens there.",
+    )
+    master_port: int = Field(
+        0, ge=0, le=65535, description="Port of the group's TCPStore; 0 picks a free one."
+    )
+    bucket_mb: float = Field(
+        256, gt=0, description="Tensors announced together to an engine that loads by bucket."
+    )
+    timeout_s: float = Field(
+        120, gt=0, description="Longest wait for the group to form or for one tensor to arrive."
+    )
+    group_name: str = Field(
+        "megaflow-weights", min_length=1, description="Names the group (a suffix counts re-forms)."
+    )
+
+    def build(self, engines: Engines, *, base_model: Path, run_id: str) -> WeightSync:
+        from megaflow.train.weight_sync.broadcast import BroadcastWeightSync
+
+        return BroadcastWeightSync(
+            engines,
+            backend=self.backend,
+            master_address=self.master_address,
+            master_port=self.master_port,
+            bucket_mb=self.bucket_mb,
+            timeout_s=self.timeout_s,
+            group_name=self.group_name,
+        )
+
+
+WeightSyncConfig = Annotated[
+    InProcessSyncConfig | DiskSyncConfig | BroadcastSyncConfig, Field(discriminator="type")
+]
