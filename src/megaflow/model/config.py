@@ -129,6 +129,8 @@ class OpenAIModelConfig(_Routed):
         return self.model
 
     def weight_forms(self) -> frozenset[str]:
+        if self.weight_sync == "megaflow":
+            return frozenset({"path", "broadcast"})  # MegaFlow's engine joins the group too
         return frozenset() if self.weight_sync == "none" else frozenset({"path"})
 
 
@@ -160,7 +162,7 @@ class TransformersModelConfig(_Routed):
         return Path(self.model).name or "transformers"
 
     def weight_forms(self) -> frozenset[str]:
-        return frozenset({"tensors", "path"})
+        return frozenset({"tensors", "path", "broadcast"})
 
 
 class ScriptedModelConfig(_Routed):

@@ -43,11 +43,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx
 
 from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, TransportError
+from megaflow.core.weight_group import TensorMeta, WeightGroup
+from megaflow.model import remote_group
 from megaflow.model.abstract import (
     TRAJECTORY_HEADER,
     UNASSIGNED,
@@ -259,14 +262,40 @@ class OpenAIBackend(Backend):
                 await self._native("/reset_prefix_cache", None)
             self.weights_version = version
 
-    async def _native(self, path: str, body: dict[str, Any] | None) -> Any:
-        """POST to one of the server's native routes; its JSON answer, if any."""
+    # The broadcast weight sync: MegaFlow's engine joins the group (remote_group).
+
+    async def weight_group_ranks(self) -> int:
+        return await remote_group.ranks(self._group_route())
+
+    async def init_weight_group(self, group: WeightGroup) -> None:
+        await remote_group.init(self._group_route(), group)
+
+    async def update_weights_from_group(self, metas: Sequence[TensorMeta], version: int) -> None:
+        async with self._updating:
+            await remote_group.update(self._group_route(), metas, version)
+            self.weights_version = version
+
+    async def close_weight_group(self) -> None:
+        await remote_group.close(self._group_route())
+
+    def _group_route(self) -> remote_group.Native:
+        if self.weight_sync != "megaflow":
+            raise ModelError(
+                f"{self.name} cannot join a weight-update group (broadcast weight sync): "
+                f"weight_sync is {self.weight_sync!r}; use 'megaflow' for MegaFlow's engine"
+            )
+        return self._native
+
+    async def _native(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> Any:
+        """Call one of the server's native routes; its JSON answer, if any."""
         if self._http is None:
             await self.start()
         assert self._http is not None
         url = self.server_url + path
         try:
-            response = await self._http.post(url, json=body, timeout=self.weight_sync_timeout_s)
+            response = await self._http.request(
+                method, url, json=body, timeout=self.weight_sync_timeout_s
+            )
         except httpx.TimeoutException as exc:
             raise MegaFlowTimeout(
                 f"{url} did not answer within {self.weight_sync_timeout_s:g}s"
