@@ -14,12 +14,16 @@ MEMBERS = typing.get_args(typing.get_args(config.ModelConfig)[0])
 REQUIRED: dict[str, dict[str, object]] = {
     "OpenAIModelConfig": {"base_url": "http://a/v1", "model": "m", "replicas": ["http://b/v1"]},
     "TransformersModelConfig": {"model": "/models/tiny-lm"},
+    "VLLMModelConfig": {"base_url": "http://a:8000", "model": "m", "tokenizer": "/models/tiny-lm"},
+    "SGLangModelConfig": {"base_url": "http://a:30000", "tokenizer": "/models/tiny-lm"},
 }
 NAMES = {
     "ReplayModelConfig": "replay-gold",
     "OpenAIModelConfig": "m",
     "TransformersModelConfig": "tiny-lm",
     "ScriptedModelConfig": "scripted",
+    "VLLMModelConfig": "m",
+    "SGLangModelConfig": "tiny-lm",
 }
 
 

@@ -9,8 +9,9 @@ module only then, and names the model it serves (``served_name()``).
 from __future__ import annotations
 
 import abc
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,7 +87,9 @@ class ReplayModelConfig(_Routed):
 
 
 class OpenAIModelConfig(_Routed):
-    """Any OpenAI-compatible server: vLLM, SGLang, a hosted API."""
+    """Any OpenAI-compatible server: vLLM, SGLang, a hosted API. The chat is rendered
+    by the server; for token-in rollouts from vLLM or SGLang use the ``vllm`` or
+    ``sglang`` model types."""
 
     type: Literal["openai"] = "openai"
     base_url: str = Field(description="Base URL including /v1, e.g. http://host:8000/v1.")
@@ -132,6 +135,113 @@ class OpenAIModelConfig(_Routed):
         if self.weight_sync == "megaflow":
             return frozenset({"path", "broadcast"})  # MegaFlow's engine joins the group too
         return frozenset() if self.weight_sync == "none" else frozenset({"path"})
+
+
+class _EngineCfg(_Routed):
+    """An inference engine driven token-in through its own routes (``model/engines/``)."""
+
+    base_url: str = Field(description="The server's root URL, e.g. http://host:8000 (no /v1).")
+    replicas: list[str] = Field(
+        default_factory=list, description="More root URLs of servers serving the same model."
+    )
+    tokenizer: str = Field(
+        description="Directory of the served model (its tokenizer and chat template render "
+        "the prompts here, token-in); the trainer's train.policy. Also the checkpoint a "
+        "failed update at version 0 is rolled back to, so the engine must read it too."
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="Variable holding the API key.")
+    max_new_tokens: int = Field(256, ge=1, description="Default generation length.")
+    temperature: float = Field(
+        1.0, ge=0, description="Sampling temperature when a request sets none; 0 is greedy."
+    )
+    max_token_states: int = Field(
+        1024, ge=1, description="Trajectories whose tokens are kept for token-in prompts."
+    )
+    weight_sync_timeout_s: float = Field(
+        600, gt=0, description="Longest wait for the server to load new weights."
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        description="GPU workers of each server (its tensor x pipeline parallel size); each "
+        "joins a broadcast weight group as one rank.",
+    )
+
+    def roots(self) -> list[str]:
+        return [u.rstrip("/") for u in [self.base_url, *self.replicas]]
+
+    def _backend(self, engine: Any) -> Backend:
+        from megaflow.model.engines.backend import EngineBackend
+        from megaflow.model.engines.chat_tokens import ChatTokens
+
+        return EngineBackend(
+            engine,
+            ChatTokens(self.tokenizer, max_states=self.max_token_states),
+            base_path=self.tokenizer,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            workers=self.workers,
+        )
+
+    def weight_forms(self) -> frozenset[str]:
+        return frozenset({"path", "broadcast"})
+
+
+class VLLMModelConfig(_EngineCfg):
+    """A vLLM server, token-in through ``/v1/completions``; weights through its
+    dev-mode routes (``VLLM_SERVER_DEV_MODE=1``), broadcast through a worker
+    extension (``--worker-extension-cls``)."""
+
+    type: Literal["vllm"] = "vllm"
+    model: str = Field(description="The served model name (vLLM's --served-model-name).")
+
+    def backends(self) -> list[Backend]:
+        from megaflow.model.engines.vllm import VLLMEngine
+
+        key = os.environ.get(self.api_key_env)
+        return [
+            self._backend(
+                VLLMEngine(
+                    root,
+                    self.model,
+                    api_key=key,
+                    timeout_s=self.timeout_s,
+                    weights_timeout_s=self.weight_sync_timeout_s,
+                    max_connections=self.max_concurrency,
+                )
+            )
+            for root in self.roots()
+        ]
+
+    def default_name(self) -> str:
+        return self.model
+
+
+class SGLangModelConfig(_EngineCfg):
+    """An SGLang server, token-in through its native ``/generate``; weights through
+    ``/update_weights_from_disk`` and ``/update_weights_from_distributed``."""
+
+    type: Literal["sglang"] = "sglang"
+
+    def backends(self) -> list[Backend]:
+        from megaflow.model.engines.sglang import SGLangEngine
+
+        key = os.environ.get(self.api_key_env)
+        return [
+            self._backend(
+                SGLangEngine(
+                    root,
+                    api_key=key,
+                    timeout_s=self.timeout_s,
+                    weights_timeout_s=self.weight_sync_timeout_s,
+                    max_connections=self.max_concurrency,
+                )
+            )
+            for root in self.roots()
+        ]
+
+    def default_name(self) -> str:
+        return Path(self.tokenizer).name or "sglang"
 
 
 class TransformersModelConfig(_Routed):
@@ -186,7 +296,12 @@ class ScriptedModelConfig(_Routed):
 
 
 ModelConfig = Annotated[
-    ReplayModelConfig | OpenAIModelConfig | TransformersModelConfig | ScriptedModelConfig,
+    ReplayModelConfig
+    | OpenAIModelConfig
+    | VLLMModelConfig
+    | SGLangModelConfig
+    | TransformersModelConfig
+    | ScriptedModelConfig,
     Field(discriminator="type"),
 ]
 

@@ -12,18 +12,15 @@ prompt ids are a re-rendering, not token-in: a trainer's
 ``sample_from_trajectory`` refuses the episode if they drifted.
 
 New weights (``weight_sync``) are a path the inference server reads from its
-own disk; tensors cannot travel this way. Two documented protocols:
+own disk; tensors cannot travel this way:
 
-- ``sglang``: ``POST /update_weights_from_disk`` with ``model_path`` and
-  ``weight_version`` (SGLang's native HTTP API, ``sglang/srt/entrypoints/
-  http_server.py``; it answers ``{"success": ..., "message": ...}``).
-- ``vllm``: vLLM's dev-mode routes (the server runs with
-  ``VLLM_SERVER_DEV_MODE=1``): ``POST /collective_rpc`` with method
-  ``update_config`` (``{"model_config": {"model": path}}``) and then method
-  ``reload_weights``, the in-place reload of vLLM's documented example
-  ``examples/offline_inference/skip_loading_weights_in_engine_init.py``, then
-  ``POST /reset_prefix_cache`` so no cached prefix from the old weights is
-  reused.
+- ``vllm`` and ``sglang``: the engines' own disk-reload calls, made by their
+  adapters in :mod:`megaflow.model.engines` (vLLM's dev-mode
+  ``/collective_rpc`` ``update_config`` + ``reload_weights`` and
+  ``/reset_prefix_cache``; SGLang's ``/update_weights_from_disk``). The chat is
+  still rendered by the server, so recorded prompt ids are a re-rendering: the
+  ``vllm`` and ``sglang`` model types (:mod:`megaflow.model.engines.backend`)
+  are the token-in path, with broadcast weights and roll-back of a failed update.
 - ``megaflow``: MegaFlow's own engine (``megaflow serve model`` or
   ``megaflow serve-model``): ``POST /v1/weights`` with ``path`` and ``version``
   behind the gateway's token; the answer lists the version every replica
@@ -33,7 +30,7 @@ own disk; tensors cannot travel this way. Two documented protocols:
   trajectory id goes along (``X-MegaFlow-Trajectory``), so the engine feeds
   later turns token-in, and a released trajectory is released there too.
 
-Neither vLLM nor SGLang was run against a real vLLM or SGLang here (no GPU); the tests check the
+No real vLLM or SGLang ran against this here (no GPU); the tests check the
 requests against a local server. An answer in flight during an update is
 recorded with the version it was sent under, the older one.
 """
@@ -62,6 +59,8 @@ from megaflow.model.abstract import (
     estimate_tokens,
     message_text,
 )
+from megaflow.model.engines.sglang import SGLangEngine
+from megaflow.model.engines.vllm import VLLMEngine
 
 _PASS = ("tools", "tool_choice", "temperature", "top_p", "stop", "seed", "logprobs")
 
@@ -93,6 +92,7 @@ class OpenAIBackend(Backend):
         self._http: httpx.AsyncClient | None = None
         self._updating = asyncio.Lock()
         self._forgetting: set[asyncio.Task[None]] = set()
+        self._weights_api: VLLMEngine | SGLangEngine | None = None
 
     @property
     def server_url(self) -> str:
@@ -125,6 +125,22 @@ class OpenAIBackend(Backend):
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        if self._weights_api is not None:
+            await self._weights_api.stop()
+            self._weights_api = None
+
+    def _engine(self) -> VLLMEngine | SGLangEngine:
+        """The engine adapter that makes vLLM's or SGLang's weight calls."""
+        if self._weights_api is None:
+            kw: dict[str, Any] = {
+                "api_key": self.api_key,
+                "weights_timeout_s": self.weight_sync_timeout_s,
+            }
+            if self.weight_sync == "vllm":
+                self._weights_api = VLLMEngine(self.server_url, self.model, **kw)
+            else:
+                self._weights_api = SGLangEngine(self.server_url, **kw)
+        return self._weights_api
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": request.messages}
@@ -250,16 +266,8 @@ class OpenAIBackend(Backend):
                 served = [b.get("weights_version") for b in (answer or {}).get("backends", [])]
                 if not served or any(v != version for v in served):
                     raise ModelError(f"{self.server_url} serves {served} after weights v{version}")
-            elif self.weight_sync == "sglang":
-                body = {"model_path": weights, "weight_version": str(version)}
-                answer = await self._native("/update_weights_from_disk", body)
-                if isinstance(answer, dict) and answer.get("success") is False:
-                    raise ModelError(f"{self.server_url} refused the weights: {answer}")
             else:
-                update = {"model_config": {"model": weights}}
-                await self._native("/collective_rpc", {"method": "update_config", "args": [update]})
-                await self._native("/collective_rpc", {"method": "reload_weights"})
-                await self._native("/reset_prefix_cache", None)
+                await self._engine().load_from_disk(weights, version)
             self.weights_version = version
 
     # The broadcast weight sync: MegaFlow's engine joins the group (remote_group).

@@ -20,10 +20,7 @@ Weights, each answered ``{"success": ..., "message": ...}`` (HTTP 400 when
   "shapes", "group_name", "flush_cache", "weight_version"}`` (the version and
   the cache flush with the last bucket), ``POST /destroy_weights_update_group``
   to leave. SGLang receives one broadcast per named tensor, in the order of
-  ``names``, over a group it creates from ``tcp://master_address:master_port``;
-  MegaFlow's own trainer-side wire form (flat buckets on a group with its own
-  ``TCPStore``, :mod:`megaflow.core.weight_group`) is not that, so a stock
-  SGLang takes the request shape here but not MegaFlow's broadcast itself.
+  ``names``, as MegaFlow's trainer sends them (:mod:`megaflow.core.weight_group`).
 
 SGLang stores ``weight_version`` as a string and reports it
 (``GET /get_weight_version``, and in every answer's ``meta_info``); MegaFlow
@@ -39,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from megaflow.core.errors import ModelError
+from megaflow.core.weight_group import buckets
 from megaflow.model.engines.abstract import (
     PauseMode,
     Sampling,
@@ -167,10 +165,9 @@ class SGLangEngine:
         await self._weights_call("/init_weights_update_group", body, "the weight group")
 
     async def receive_weights(self, metas: Sequence[TensorMeta], version: int) -> None:
-        buckets = sorted({m.bucket for m in metas})
-        for n, bucket in enumerate(buckets):
-            part = [m for m in metas if m.bucket == bucket]
-            last = n == len(buckets) - 1
+        parts = buckets(metas)
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
             body = {
                 "names": [m.name for m in part],
                 "dtypes": [m.dtype for m in part],
@@ -181,7 +178,7 @@ class SGLangEngine:
             }
             try:
                 await self._weights_call(
-                    "/update_weights_from_distributed", body, f"bucket {bucket} of v{version}"
+                    "/update_weights_from_distributed", body, f"bucket {n} of v{version}"
                 )
             except EngineRefused as exc:  # SGLang: "partially updated, discard the weights"
                 raise WeightsMixed(str(exc)) from exc

@@ -23,10 +23,10 @@ Weights use the routes of vLLM's dev mode (``VLLM_SERVER_DEV_MODE=1``):
   which adds methods to every worker that ``/collective_rpc`` calls:
   ``init_weight_update_group(master_address, master_port, rank_offset,
   world_size, group_name, backend, timeout_s)`` (the example's four arguments
-  and three more) and ``update_weights(metas)``, which receives MegaFlow's
-  buckets (:mod:`megaflow.core.weight_group`) where the example's
-  ``update_weight(name, dtype_name, shape)`` receives one tensor per call;
-  ``close_weight_update_group`` leaves the group.
+  and three more), ``update_weights(metas)``, one call per bucket of
+  :mod:`megaflow.core.weight_group` (each tensor is broadcast on its own, in
+  order, as the example's ``update_weight(name, dtype_name, shape)`` receives
+  it, which the extension also has), and ``close_weight_update_group``.
 
 Pause and resume are vLLM's ``POST /pause?mode=abort|keep`` and ``POST
 /resume`` (``vllm/entrypoints/serve/rlhf/api_router.py``, dev mode). vLLM has
@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from megaflow.core.errors import ModelError
+from megaflow.core.weight_group import buckets
 from megaflow.model.engines.abstract import (
     PauseMode,
     Sampling,
@@ -158,10 +159,11 @@ class VLLMEngine:
         )
 
     async def receive_weights(self, metas: Sequence[TensorMeta], version: int) -> None:
-        try:
-            await self._rpc("update_weights", [m.model_dump() for m in metas])
-        except ModelError as exc:  # the workers may have loaded part of it
-            raise WeightsMixed(str(exc)) from exc
+        for n, bucket in enumerate(buckets(metas)):
+            try:
+                await self._rpc("update_weights", [m.model_dump() for m in bucket])
+            except ModelError as exc:  # the workers load as they receive: some may be in
+                raise WeightsMixed(f"{exc} (at bucket {n})") from exc
         await self.http.post("/reset_prefix_cache")
 
     async def close_weight_group(self) -> None:
