@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from megaflow.core.tasks import Resources
 from megaflow.scheduler.abstract import InstanceSpec, PendingTask
 from megaflow.scheduler.admission import Admission, TokenBucket
 from megaflow.scheduler.config import (
@@ -115,19 +114,21 @@ def test_gpu_tasks_go_only_where_gpus_are() -> None:
     assert d.instance.id == "gpu"
 
 
-def test_fragmentation_is_free_cpu_the_smallest_task_cannot_use() -> None:
+def test_fragmentation_is_free_room_no_queued_task_fits_over_capacity() -> None:
     c = core(max_concurrency=10)
     c.add_instance(InstanceSpec("a", cpu=4, memory_mb=8192, slots=10))
     c.add_instance(InstanceSpec("b", cpu=4, memory_mb=8192, slots=10))
     c.submit(task("x", cpu=3, memory_mb=1024), now=0.0)
     c.submit(task("y", cpu=3, memory_mb=1024), now=0.0)
-    assert len(c.plan(0.0)) == 2  # each instance now has 1 cpu free
+    assert len(c.plan(0.0)) == 2  # each instance now has 1 cpu and 7 GB free
     assert c.fragmentation() == 0.0  # nothing queued
     c.submit(task("z", cpu=2, memory_mb=1024), now=0.0)
     assert c.plan(0.0) == []
-    assert c.fragmentation() == pytest.approx(1.0)  # 2 free cores, both unusable
-    c.submit(task("w", cpu=1, memory_mb=1024), now=0.0)
-    assert c.smallest_queued() == Resources(cpu=1, memory_mb=1024)
+    assert c.fragmentation() == pytest.approx(2 / 8)  # 2 free cores of 8, both stranded
+    c.submit(task("w", cpu=1, memory_mb=8192), now=0.0)  # the fewest cpus, too much memory
+    assert c.fragmentation() == pytest.approx(2 / 8)
+    c.submit(task("v", cpu=1, memory_mb=4096), now=0.0)  # fits both: nothing stranded
+    assert c.fragmentation() == 0.0
 
 
 def test_tasks_shard_to_the_region_with_most_room() -> None:

@@ -8,7 +8,16 @@ from collections import defaultdict
 
 import pytest
 
-from megaflow.sim.families import EVAL_FAMILIES, FAMILIES, TRAIN_FAMILIES, family
+from megaflow.sim.families import (
+    FAMILIES,
+    TEST_FAMILIES,
+    TEST_SEEDS,
+    TRAIN_FAMILIES,
+    TRAIN_SEEDS,
+    VALIDATION_FAMILIES,
+    VALIDATION_SEEDS,
+    family,
+)
 from megaflow.sim.trace import MAX_DURATION_S
 
 
@@ -33,8 +42,13 @@ def test_run_sigma_scales_each_run_and_leaves_the_rest_of_the_trace_alone() -> N
     assert varied.trace(12, 100) != b[:100]  # factors are drawn per trace
 
 
-def test_training_and_evaluation_families_are_apart() -> None:
-    assert not set(TRAIN_FAMILIES) & set(EVAL_FAMILIES)
+def test_training_validation_and_test_families_are_apart() -> None:
+    splits = [set(TRAIN_FAMILIES), set(VALIDATION_FAMILIES), set(TEST_FAMILIES)]
+    assert sum(map(len, splits)) == len(set().union(*splits))  # no family in two splits
+    assert len(VALIDATION_SEEDS) >= 10
+    assert len(TEST_SEEDS) >= 10
+    assert max(TRAIN_SEEDS - 1, 0) < min(VALIDATION_SEEDS) < min(TEST_SEEDS)
+    assert not set(VALIDATION_SEEDS) & set(TEST_SEEDS)
     assert all(FAMILIES[n].run_sigma[0] < FAMILIES[n].run_sigma[1] for n in TRAIN_FAMILIES)
 
 

@@ -55,6 +55,19 @@ class LearnedPolicyConfig(_Cfg):
         True, description="Take the most likely choice; false samples from the policy (seeded)."
     )
     seed: int = Field(0, description="Seed of the sampling when greedy is false.")
+    wait_bound: float = Field(
+        2.0,
+        gt=0,
+        description="No task waits more than this many expected run times beyond the point "
+        "where the fair policy would have started it: overdue tasks are placed before the "
+        "network chooses (earliest deadline first), whatever it scores.",
+    )
+    wait_floor_s: float = Field(
+        60.0,
+        ge=0,
+        description="Least slack of the wait bound, and the slack before any run "
+        "time is known (seconds).",
+    )
     record: bool = Field(
         True,
         description="Record each decision (the candidates' features, the choice) and how its "

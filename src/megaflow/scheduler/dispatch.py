@@ -312,4 +312,6 @@ class DispatchCore:
         return Resources(cpu=cpu, memory_mb=mem, gpu=gpu)
 
     def fragmentation(self) -> float:
-        return fragmentation(list(self.regions.values()), self.smallest_queued())
+        """Free resources that no queued task fits, over all free resources
+        (:func:`~megaflow.scheduler.fleet.fragmentation`)."""
+        return fragmentation(list(self.regions.values()), self._needs())

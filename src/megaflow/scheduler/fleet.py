@@ -112,7 +112,12 @@ class Region:
 
     # -- placement -------------------------------------------------------------
     def best_fit(self, res: Resources) -> Instance | None:
-        """The instance where the task leaves the least capacity unused."""
+        """The instance where the task leaves the least of its binding resource unused.
+
+        The binding resource is the one the task asks the largest share of (of the
+        instance's capacity): packing by it keeps the room that is scarce for this task
+        in as few instances as possible, so that large tasks still find a whole gap.
+        Ties (and a second order) go by the summed leftover share of all resources."""
         if self.cap is not None and self.running >= self.cap:
             return None
         need = _need(res)
@@ -120,12 +125,17 @@ class Region:
             return None
         c, m, g = need
         best: dict[str, Instance] | None = None
-        best_score = 0.0
+        best_score = (0.0, 0.0)
         for key, bucket in self._index.items():
             fc, fm, fg, fs, cc, cm, cg = key
             if fs < 1 or fc < c or fm < m or fg < g:
                 continue
-            score = (fc - c) / cc + (fm - m) / cm + ((fg - g) / cg if cg else 0.0)
+            left_c, left_m = (fc - c) / cc, (fm - m) / cm
+            left_g = (fg - g) / cg if cg else 0.0
+            binding = left_c if c / cc >= m / cm else left_m
+            if cg and g / cg > max(c / cc, m / cm):
+                binding = left_g
+            score = (binding, left_c + left_m + left_g)
             if best is None or score < best_score:
                 best, best_score = bucket, score
         if best is None:
@@ -133,22 +143,29 @@ class Region:
             return None
         return next(iter(best.values()))
 
-    def most_free(self, res: Resources) -> Instance | None:
-        """The fitting instance with the most capacity left after the task (spreading
-        load, where best fit packs); None where best fit finds nothing."""
-        if self.cap is not None and self.running >= self.cap:
-            return None
+    def hold(self, res: Resources) -> Instance | None:
+        """Keep the instance closest to fitting ``res`` out of placement until
+        :meth:`unhold`: the one with the most free of the task's binding resource (a task
+        that must go next waits for room there, and smaller tasks cannot take it)."""
         c, m, g = _need(res)
-        best: dict[str, Instance] | None = None
-        best_score = 0.0
+        best: Instance | None = None
+        best_score = -1.0
         for key, bucket in self._index.items():
-            fc, fm, fg, fs, cc, cm, _ = key
-            if fs < 1 or fc < c or fm < m or fg < g:
-                continue
-            score = (fc - c) / cc + (fm - m) / cm
-            if best is None or score > best_score:
-                best, best_score = bucket, score
-        return None if best is None else next(iter(best.values()))
+            fc, fm, _, _, cc, cm, cg = key
+            if cc < c or cm < m or cg < g:
+                continue  # the task never fits on this shape
+            score = fc / cc if c / cc >= m / cm else fm / cm
+            if score > best_score:
+                best, best_score = next(iter(bucket.values())), score
+        if best is not None:
+            self._index_drop(best)
+        return best
+
+    def unhold(self, inst: Instance) -> None:
+        """Offer a held instance for placement again."""
+        if inst.alive and inst.id in self.instances:
+            self._index_add(inst)
+        self._nofit.clear()  # needs refused while it was held may fit again
 
     def hopeless(self, needs: Iterable[Resources]) -> bool:
         """True when none of ``needs`` can fit now (known without a search)."""
@@ -197,26 +214,40 @@ class Region:
     def total_mcpu(self) -> int:
         return sum(k[4] * len(b) for k, b in self._index.items())
 
-    def unusable_mcpu(self, smallest: Resources) -> tuple[int, int]:
-        """(free millicores the smallest task cannot use, all free millicores)."""
-        c, m, g = _need(smallest)
-        unusable = free = 0
+    def stranded(self, needs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Per resource (CPU millicores, memory MB, GPUs): (free on instances where none
+        of ``needs`` fits, all free, capacity)."""
+        out = [[0, 0, 0], [0, 0, 0], [0, 0, 0]]
         for key, bucket in self._index.items():
-            fc, fm, fg, fs = key[:4]
-            n = fc * len(bucket)
-            free += n
-            if fs < 1 or fc < c or fm < m or fg < g:
-                unusable += n
-        return unusable, free
+            fc, fm, fg, fs, cc, cm, cg = key
+            n = len(bucket)
+            lost = fs < 1 or not any(fc >= c and fm >= m and fg >= g for c, m, g in needs)
+            for row, free, cap in zip(out, (fc, fm, fg), (cc, cm, cg), strict=True):
+                row[0] += free * n if lost else 0
+                row[1] += free * n
+                row[2] += cap * n
+        return [(a, b, c) for a, b, c in out]
 
 
-def fragmentation(regions: list[Region], smallest: Resources | None) -> float:
-    """Free CPU that the smallest queued task cannot use, over all free CPU (0..1)."""
-    if smallest is None:
+def fragmentation(regions: list[Region], needs: Iterable[Resources]) -> float:
+    """Free room that no queued task fits, as a share of the fleet's capacity, in the
+    resource the fleet has least of left (its bottleneck: CPU, memory or GPUs); 0 when
+    nothing waits. An instance's free room counts as stranded when not one of the
+    queued shapes fits there. Measured in the bottleneck because that is the room a
+    waiting task lacks: with memory-heavy tasks memory runs out first, and the CPU left
+    beside full memory is idle for want of memory, not because of how tasks were packed,
+    while the few GB left on each of many instances are memory no queued task fits."""
+    shapes = [_need(r) for r in needs]
+    if not shapes:
         return 0.0
-    unusable = free = 0
+    rows = [[0, 0, 0], [0, 0, 0], [0, 0, 0]]
     for region in regions:
-        u, f = region.unusable_mcpu(smallest)
-        unusable += u
-        free += f
-    return unusable / free if free else 0.0
+        for row, got in zip(rows, region.stranded(shapes), strict=True):
+            for k in range(3):
+                row[k] += got[k]
+    used = [(1 - free / cap, k) for k, (_, free, cap) in enumerate(rows) if cap]
+    if not used:
+        return 0.0
+    _, k = max(used)
+    stranded, _, cap = rows[k]
+    return stranded / cap

@@ -1,16 +1,22 @@
-"""The ``learned`` policy: an actor network picks which waiting task runs next, and where.
+"""The ``learned`` policy: an actor network picks which waiting task runs next.
 
-Waiting tasks are kept in classes of the same type, priority and shape, each in
-arrival order; within a class, tasks differ only in age, so the candidates of
-a decision are the heads of the classes (at most ``max_classes``, the oldest
-heads first), each with two placements: best fit (pack) and the emptiest
-fitting instance (spread). Every candidate becomes one row of
+Waiting tasks are kept in classes of the same type, run, priority and shape,
+each in arrival order; within a class, tasks differ only in age, so the
+candidates of a decision are the heads of the classes (at most
+``max_classes``, the oldest heads first), each placed by best fit on its
+binding resource (the network chooses what runs, never a placement that
+leaves gaps). Every candidate becomes one row of
 :data:`~megaflow.scheduler.learned_net.FEATURES` (priority, resource
 efficiency, node load, predicted run time and others, each relative to the
 other candidates so that the policy does not depend on a fleet's size or a
 trace's time scale); the actor scores the rows and the best (or a sampled)
 one is placed. A decision costs one pass over the classes and one small
 matrix product, whatever the queue's length.
+
+Whatever the network scores, no task starves: a wait bound
+(:class:`~megaflow.scheduler.wait_bound.WaitBound`) places every task that
+has waited a configured multiple of its expected run time beyond its fair
+share before the network is asked.
 
 Predicted run times come from the feedback hook: every placement that ends
 ``ok`` updates the mean run time of its (type, run) and of its type
@@ -30,6 +36,7 @@ from megaflow.core.tasks import Outcome, Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
 from megaflow.scheduler.learned_candidates import EXACT_UP_TO, ClassAges, WorkOrder
 from megaflow.scheduler.learned_net import N_FEATURES, Checkpoint, read_checkpoint
+from megaflow.scheduler.wait_bound import WaitBound
 
 if TYPE_CHECKING:
     from megaflow.scheduler.config import LearnedPolicyConfig
@@ -94,7 +101,13 @@ class LearnedPolicy(SchedulingPolicy):
         seed: int = 0,
         max_classes: int = 32,
         chooser: Chooser | None = None,
+        wait_bound: float | None = 2.0,
+        wait_floor_s: float = 60.0,
     ) -> None:
+        """``wait_bound``: a waiting task is placed ahead of the network's choice once it
+        has waited this many expected run times (at least ``wait_floor_s``) beyond the
+        point where ``fair`` would have started it (:class:`WaitBound`); None turns the
+        bound off, for measuring what it prevents (the config always sets one)."""
         super().__init__()
         self.net = net
         self.greedy = greedy
@@ -114,6 +127,11 @@ class LearnedPolicy(SchedulingPolicy):
         self._work_order = WorkOrder(
             self._classes, self._head, self.class_work, lambda: self._observed
         )
+        self.bound: WaitBound | None = None
+        if wait_bound is not None:
+            self.bound = WaitBound(wait_bound, wait_floor_s, self.estimates.predict, self._waiting)
+        self.forced = 0
+        """Placements made by the wait bound instead of the network."""
 
     # -- the queue ---------------------------------------------------------------------
     def push(self, task: PendingTask) -> None:
@@ -128,6 +146,11 @@ class LearnedPolicy(SchedulingPolicy):
         self._shapes[key[3:]] += 1
         if heap[0][2] is task:
             self._ages.moved(key, task.seq)
+        if self.bound is not None:
+            self.bound.arrived(task)
+
+    def _waiting(self, task: PendingTask) -> bool:
+        return task.id in self._token and not task.removed
 
     def _head(self, key: _Key) -> PendingTask | None:
         heap = self._classes[key]
@@ -222,34 +245,87 @@ class LearnedPolicy(SchedulingPolicy):
         self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
         scan_limit: int,
     ) -> list[Decision]:  # fmt: skip
-        """Up to ``limit`` placements, one network decision each. ``scan_limit`` is not
-        needed: only class heads are candidates, and a class that does not fit or is
-        refused by admission is left out for the rest of the round."""
+        """Up to ``limit`` placements: first every overdue task the wait bound names
+        (earliest deadline first, by best fit), then one network decision each.
+        ``scan_limit`` is not needed: only class heads are candidates, and a class that
+        does not fit or is refused by admission is left out for the rest of the round."""
         out: list[Decision] = []
         blocked: set[_Key] = set()
-        while len(out) < limit:
-            actions = self._actions(region, blocked)
-            if not actions:
-                break
-            rows, state = self.features(actions, region)
-            chosen = self.chooser(rows, state)
-            key, task, inst, _ = actions[chosen]
-            if not admit(task, inst):
-                blocked.add(key)
-                continue
-            self._take(key)
-            if self.record is not None:
-                self.record(task, rows, state, chosen, self.probability(rows, chosen), self.now)
-            region.reserve(inst, task.spec)
-            out.append(Decision(task, inst))
+        held: list[Instance] = []
+        try:
+            if self.bound is not None:
+                self._overdue(region, admit, limit, out, blocked, held)
+            while len(out) < limit:
+                actions = self._actions(region, blocked)
+                if not actions:
+                    break
+                rows, state = self.features(actions, region)
+                chosen = self.chooser(rows, state)
+                key, task, inst, _ = actions[chosen]
+                if not admit(task, inst):
+                    blocked.add(key)
+                    continue
+                self._take(key)
+                if self.record is not None:
+                    p = self.probability(rows, chosen)
+                    self.record(task, rows, state, chosen, p, self.now)
+                self._place(region, task, inst, out)
+        finally:
+            for inst in held:
+                region.unhold(inst)
         return out
+
+    def _place(
+        self, region: Region, task: PendingTask, inst: Instance, out: list[Decision]
+    ) -> None:
+        region.reserve(inst, task.spec)
+        out.append(Decision(task, inst))
+        if self.bound is not None:
+            self.bound.placed(task)
+            self.bound.started(self.now)
+
+    def _overdue(
+        self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
+        out: list[Decision], blocked: set[_Key], held: list[Instance],
+    ) -> None:  # fmt: skip
+        """Place the overdue tasks, earliest deadline first. Within a class tasks become
+        due in arrival order, so the class's head goes (it is overdue or nearly so). The
+        first that fits nowhere gets an instance held for it for the rest of the round."""
+        assert self.bound is not None
+        later: list[PendingTask] = []
+        while len(out) < limit:
+            task = self.bound.take_overdue(self.now)
+            if task is None:
+                break
+            later.append(task)
+            key = _key(task.spec)
+            if key in blocked:
+                continue
+            head = self._head(key) if key in self._classes else None
+            if head is None:
+                continue
+            inst = region.best_fit(head.spec.resources)
+            if inst is None or not admit(head, inst):
+                blocked.add(key)
+                if inst is None and not held:
+                    got = region.hold(head.spec.resources)
+                    if got is not None:
+                        held.append(got)
+                continue
+            later.pop()
+            if head is not task:
+                later.append(task)
+            self._take(key)
+            self.forced += 1
+            self._place(region, head, inst, out)
+        self.bound.put_back(later)
 
     def _actions(
         self, region: Region, blocked: set[_Key]
     ) -> list[tuple[_Key, PendingTask, Instance, bool]]:
         """The candidates that fit somewhere; when none of the prefiltered heads fits,
         the next ones are tried, so free room is never left for want of a candidate."""
-        fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]] = {}
+        fits: dict[tuple[float, int, int], Instance | None] = {}
         while True:
             heads = self._heads(blocked)
             if not heads:
@@ -257,32 +333,31 @@ class LearnedPolicy(SchedulingPolicy):
             actions = self._placements(region, heads, blocked, fits)
             if actions:
                 return actions
-            if all(fits.get(shape, (True,))[0] is None for shape, n in self._shapes.items() if n):
+            if all(shape in fits and fits[shape] is None for shape, n in self._shapes.items() if n):
                 return []  # no waiting shape fits anywhere: no need to look further
 
     def _placements(
         self, region: Region, heads: list[tuple[_Key, PendingTask]], blocked: set[_Key],
-        fits: dict[tuple[float, int, int], tuple[Instance | None, Instance | None]],
+        fits: dict[tuple[float, int, int], Instance | None],
     ) -> list[tuple[_Key, PendingTask, Instance, bool]]:  # fmt: skip
+        """Each head with its best fit by the binding resource. Spreading (the emptiest
+        instance) is no longer offered: it left gaps that large tasks could not use."""
         actions = []
         for key, task in heads:
             shape = key[3:]
-            got = fits.get(shape)
-            if got is None:
+            if shape in fits:
+                pack = fits[shape]
+            else:
                 res = self._resources.get(shape)
                 if res is None:
                     res = self._resources[shape] = Resources.model_construct(
                         cpu=shape[0], memory_mb=shape[1], gpu=shape[2]
                     )
-                pack = region.best_fit(res)
-                got = fits[shape] = (pack, region.most_free(res) if pack is not None else None)
-            pack, spread = got
+                pack = fits[shape] = region.best_fit(res)
             if pack is None:
                 blocked.add(key)  # capacity only shrinks within a round
                 continue
             actions.append((key, task, pack, False))
-            if spread is not None and spread is not pack:
-                actions.append((key, task, spread, True))
         return actions
 
     def features(
@@ -336,9 +411,9 @@ class LearnedPolicy(SchedulingPolicy):
 def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
     """Reads the checkpoint once; every queue gets its own policy over the same weights."""
     net = read_checkpoint(cfg.checkpoint)
-    greedy, seed = cfg.greedy, cfg.seed
+    greedy, seed, bound, floor = cfg.greedy, cfg.seed, cfg.wait_bound, cfg.wait_floor_s
 
     def make(**_: Any) -> SchedulingPolicy:
-        return LearnedPolicy(net, greedy=greedy, seed=seed)
+        return LearnedPolicy(net, greedy=greedy, seed=seed, wait_bound=bound, wait_floor_s=floor)
 
     return make

@@ -58,8 +58,9 @@ class SimulatedFleet(FleetProvider):
 class SimOptions:
     sandbox_start_s: float = 5.0
     """Virtual time from placement until the task starts working."""
-    frag_every: int = 64
-    """Sample the fragmentation figure every this many planning rounds."""
+    frag_every: int = 16
+    """Sample the fragmentation figure every this many planning rounds (after the round's
+    placements, when tasks still wait)."""
     autoscale_every_s: float = 10.0
     """Virtual seconds between autoscaler checks (when autoscaling)."""
 
@@ -198,9 +199,10 @@ class Simulator:
         if not core.pending:
             return
         st.rounds += 1
-        if st.rounds % self.opt.frag_every == 0:
-            st.frag.append(core.fragmentation())
-        for d in core.plan(now):
+        decisions = core.plan(now)
+        if st.rounds % self.opt.frag_every == 0 and core.pending:
+            st.frag.append(core.fragmentation())  # after placing: what waiting tasks cannot use
+        for d in decisions:
             for victim in d.preempt:
                 st.preemptions += 1
                 # A new token: the preempted attempt's end event no longer matches.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from megaflow.scheduler.learned import LearnedPolicy
 from megaflow.scheduler.learned_net import CRITIC_INPUTS, N_FEATURES, Checkpoint
 from megaflow.sim.gym_env import Episode, InSystem, simulator
 
@@ -55,6 +56,9 @@ class TrainOptions:
 class TrainLog:
     iterations: int = 0
     decisions: int = 0
+    """Placements the network chose (and learns from)."""
+    forced: int = 0
+    """Placements the wait bound made ahead of the network (not learned from)."""
     seconds: float = 0.0
     mean_jct: list[float] = field(default_factory=list)
     """Mean job completion time of each iteration's rollouts, in seconds."""
@@ -69,6 +73,7 @@ class _Rollout:
     areas: list[float] = field(default_factory=list)
     returns: Array | None = None
     mean_jct: float = 0.0
+    forced: int = 0
 
 
 def _rollout(
@@ -112,6 +117,7 @@ def _rollout(
     else:
         out.returns = np.cumsum(rewards[::-1])[::-1].astype(np.float32)
     out.mean_jct = report.avg_jct_s
+    out.forced = sum(q.forced for q in sim.core.queues.values() if isinstance(q, LearnedPolicy))
     return out
 
 
@@ -215,6 +221,7 @@ def _train(
             continue
         _update(actor, critic, optim, group, opt)
         log.decisions += sum(len(g.actions) for g in group)
+        log.forced += sum(g.forced for g in group)
         log.mean_jct.append(float(np.mean([g.mean_jct for g in group])))
         log.iterations = it + 1
         if progress is not None:
@@ -240,7 +247,7 @@ def _update(
     states = torch.from_numpy(np.stack([s for g in group for s in g.states]))
     base = _baselines(list(group)) if len(group) > 1 else [np.zeros_like(group[0].returns)]
     target = torch.from_numpy(
-        np.concatenate([g.returns - b for g, b in zip(group, base, strict=True)])  # type: ignore[operator]
+        np.concatenate([g.returns - b for g, b in zip(group, base, strict=True)])
     )
     logits = actor(torch.from_numpy(x)).squeeze(-1)
     logits = logits.masked_fill(~torch.from_numpy(mask), float("-inf"))

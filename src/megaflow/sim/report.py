@@ -19,15 +19,36 @@ class SimReport:
     p99_jct_s: float
     avg_wait_s: float
     p99_wait_s: float
+    max_wait_s: float
     utilisation: float
     """Busy CPU-seconds over available CPU-seconds, start to last finish."""
     fragmentation: float
-    """Mean over sampled rounds with a queue: free CPU the smallest queued task cannot use."""
+    """Mean over sampled rounds that leave tasks waiting: free room that no queued task
+    fits, over the fleet's capacity (:func:`~megaflow.scheduler.fleet.fragmentation`)."""
     makespan_s: float
     throughput_per_h: float
     preemptions: int
     peak_instances: int
     rounds: int
+    exec_cv: float = 0.0
+    """Execution-time variance: the coefficient of variation (std / mean) of the time
+    from placement to end among tasks of one (type, run), weighted by tasks. The
+    simulator runs each task for its traced length wherever it is placed (no
+    interference between neighbours), so this is the trace's spread, alike for every
+    policy; a live cluster's figure would also show contention."""
+
+
+def exec_cv(groups: dict[tuple[str, str], list[float]]) -> float:
+    """Task-weighted mean coefficient of variation of the groups' values."""
+    num = n = 0.0
+    for xs in groups.values():
+        if len(xs) < 2:
+            continue
+        mean = sum(xs) / len(xs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+        num += len(xs) * (sd / mean if mean else 0.0)
+        n += len(xs)
+    return num / n if n else 0.0
 
 
 def _p99(values: list[float]) -> float:
@@ -49,12 +70,14 @@ def summarize(
     rounds: int,
 ) -> SimReport:
     jct, wait = [], []
+    runs: dict[tuple[str, str], list[float]] = {}
     makespan = 0.0
     for tt, s, e in zip(trace, start, end, strict=True):
         if math.isnan(e):
             continue
         jct.append(e - tt.arrival_s)
         wait.append(s - tt.arrival_s)
+        runs.setdefault((tt.type, tt.run), []).append(e - s)
         makespan = max(makespan, e)
     n = len(jct)
     return SimReport(
@@ -64,6 +87,7 @@ def summarize(
         p99_jct_s=_p99(jct),
         avg_wait_s=sum(wait) / n if n else math.nan,
         p99_wait_s=_p99(wait),
+        max_wait_s=max(wait) if wait else math.nan,
         utilisation=busy_cpu_s / cap_cpu_s if cap_cpu_s else 0.0,
         fragmentation=sum(frag) / len(frag) if frag else 0.0,
         makespan_s=makespan,
@@ -71,6 +95,7 @@ def summarize(
         preemptions=preemptions,
         peak_instances=peak_instances,
         rounds=rounds,
+        exec_cv=exec_cv(runs),
     )
 
 
@@ -80,8 +105,10 @@ COLUMNS = (
     ("JCT P99 s", "p99_jct_s", "{:,.0f}"),
     ("wait avg s", "avg_wait_s", "{:,.1f}"),
     ("wait P99 s", "p99_wait_s", "{:,.1f}"),
+    ("wait max s", "max_wait_s", "{:,.1f}"),
     ("util", "utilisation", "{:.1%}"),
     ("frag", "fragmentation", "{:.1%}"),
+    ("exec CV", "exec_cv", "{:.1%}"),
     ("makespan s", "makespan_s", "{:,.0f}"),
     ("tasks/h", "throughput_per_h", "{:,.0f}"),
     ("preempt", "preemptions", "{:,}"),

@@ -44,6 +44,31 @@ class TypeProfile:
     memory_mb: int
     priority: int
     runs: int = 4
+    pareto_alpha: float = 0.0
+    """Above 0: Pareto lengths of this tail index with median ``median_s`` (``sigma``
+    unused) instead of log-normal ones."""
+    memory_mb_max: int = 0
+    """Above ``memory_mb``: each task asks for a whole number of GB drawn uniformly
+    from ``memory_mb`` to this."""
+
+    def draw_length(self, rng: random.Random) -> float:
+        if self.pareto_alpha > 0:
+            a = self.pareto_alpha  # paretovariate's median is 2 ** (1 / a)
+            return self.median_s / 2 ** (1 / a) * rng.paretovariate(a)
+        return rng.lognormvariate(math.log(self.median_s), self.sigma)
+
+    def mean_length(self) -> float:
+        """The mean of :meth:`draw_length` (before the cap at ``MAX_DURATION_S``)."""
+        if self.pareto_alpha > 0:
+            a = self.pareto_alpha
+            scale = self.median_s / 2 ** (1 / a)
+            return scale * a / (a - 1) if a > 1 else math.inf
+        return self.median_s * math.exp(self.sigma**2 / 2)
+
+    def draw_memory(self, rng: random.Random) -> int:
+        if self.memory_mb_max > self.memory_mb:
+            return 1024 * rng.randint(self.memory_mb // 1024, self.memory_mb_max // 1024)
+        return self.memory_mb
 
 
 PROFILES: dict[str, TypeProfile] = {

@@ -1,0 +1,112 @@
+"""A bound on every queued task's wait, enforced outside any learned network.
+
+The ``learned`` policy orders tasks by what its network scores; a network that
+learned "short work first" can leave a long task behind every burst for hours.
+:class:`WaitBound` makes that impossible whatever the network scores:
+
+1. **The fair share.** A shadow of the ``fair`` policy (deficit round robin
+   over runs, :class:`~megaflow.scheduler.policies.FairPolicy`) receives every
+   task that arrives. Each time the real queue starts a task, the shadow takes
+   its next task: after ``k`` starts, the shadow has taken the ``k`` tasks that
+   ``fair`` would have started with the same ``k`` starts. A task the shadow
+   takes while it still waits in the real queue is *due*: under ``fair`` it
+   would be running by now.
+2. **The bound.** A due task's deadline is the time it became due plus
+   ``multiple`` times its expected run time (the policy's estimate when it
+   became due; ``floor_s`` before any estimate, and at least ``floor_s``).
+3. **Enforcement.** Before the network chooses, every overdue task (deadline
+   passed, still waiting) is placed, earliest deadline first, by best fit. One
+   that fits nowhere gets an instance held for it (no other task is placed
+   there) until it fits, so smaller tasks cannot keep taking its room.
+
+So a task waits at most about ``multiple`` expected run times beyond the point
+at which it would have started under ``fair`` with the same number of starts,
+plus the time for room to free for it and for the overdue tasks with earlier
+deadlines. The shadow costs a heap push per arrival and a pop per start.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from megaflow.core.tasks import TaskSpec
+from megaflow.scheduler.abstract import PendingTask
+from megaflow.scheduler.policies import FairPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """When a task became due under the fair shadow, and its deadline."""
+
+    at: float
+    deadline: float
+
+
+class WaitBound:
+    """Deadlines from a fair shadow queue; the overdue tasks, earliest deadline first."""
+
+    def __init__(
+        self,
+        multiple: float,
+        floor_s: float,
+        expected: Callable[[TaskSpec], float | None],
+        waiting: Callable[[PendingTask], bool],
+        fair_key: str = "run",
+    ) -> None:
+        """``expected(spec)`` is the expected run time (None when unknown);
+        ``waiting(task)`` says whether the task still waits in the real queue."""
+        if multiple <= 0 or floor_s < 0:
+            raise ValueError(f"a wait bound needs multiple > 0 and floor_s >= 0, got "
+                             f"{multiple} and {floor_s}")  # fmt: skip
+        self.multiple = multiple
+        self.floor_s = floor_s
+        self._expected = expected
+        self._waiting = waiting
+        self._shadow = FairPolicy(key=fair_key)
+        self._heap: list[tuple[float, int, PendingTask]] = []
+        self.due: dict[str, Due] = {}
+        """Waiting tasks that are due, by id (dropped once placed)."""
+
+    def arrived(self, task: PendingTask) -> None:
+        self._shadow.push(task)
+
+    def started(self, now: float) -> None:
+        """One task started in the real queue: ``fair`` would have started its next."""
+        while True:
+            task = self._shadow.pop()
+            if task is None:
+                return
+            if task.removed:
+                continue  # cancelled: fair would not have started it either
+            if self._waiting(task) and task.id not in self.due:
+                pred = self._expected(task.spec)
+                slack = self.floor_s if pred is None else max(self.floor_s, self.multiple * pred)
+                due = self.due[task.id] = Due(now, now + slack)
+                heapq.heappush(self._heap, (due.deadline, task.seq, task))
+            return
+
+    def placed(self, task: PendingTask) -> None:
+        self.due.pop(task.id, None)
+
+    def take_overdue(self, now: float) -> PendingTask | None:
+        """The waiting task with the earliest passed deadline, taken out of the overdue
+        order (:meth:`put_back` returns one that could not be placed yet)."""
+        heap = self._heap
+        while heap:
+            deadline, _, task = heap[0]
+            if not self._waiting(task) or task.id not in self.due:
+                heapq.heappop(heap)  # placed or cancelled since
+                continue
+            if deadline > now:
+                return None
+            heapq.heappop(heap)
+            return task
+        return None
+
+    def put_back(self, tasks: list[PendingTask]) -> None:
+        for task in tasks:
+            due = self.due.get(task.id)
+            if due is not None:
+                heapq.heappush(self._heap, (due.deadline, task.seq, task))
