@@ -44,6 +44,7 @@ from megaflow.app.training.probe import check_tokenizer
 from megaflow.app.training.rollouts import Batch, Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
+from megaflow.app.training.step_line import step_line
 from megaflow.app.training.weights import engines_of
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError, InfraError
@@ -207,7 +208,7 @@ class TrainLoop:
                 tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
             )  # fmt: skip
             self.curve.steps.append(point)
-            self.say(_line(point, tc, batch.masked))
+            self.say(step_line(point, tc, batch.masked, stats))
             last = step == tc.steps
             if last or (tc.eval_every and step % tc.eval_every == 0):
                 await self._evaluate(rollouts, step)
@@ -288,17 +289,4 @@ def _check_signal(batch: Batch, flat: int, step: int, limit: int | None, run_id:
         f"step {step}: {rewards or 'none'}), so there was nothing to learn from for "
         f"{flat} steps in a row. Check the grading (megaflow logs, a task's grade.json) or "
         f"raise train.max_steps_without_signal; continue with --resume {run_id}"
-    )
-
-
-def _line(p: StepPoint, tc: TrainingConfig, lost: int) -> str:
-    loss = "-" if p.loss is None else f"{p.loss:.4f}"
-    kl = "" if p.kl is None else f"kl {p.kl:.4f}  "  # only when measured (kl_coef > 0)
-    extra = f" dropped {p.dropped}" if p.dropped else ""
-    extra += f" reweighted {p.reweighted}" if p.reweighted else ""
-    extra += f" lost {lost}" if lost else ""
-    return (
-        f"step {p.step}/{tc.steps}  reward {p.reward_mean:.3f}  loss {loss}  {kl}"
-        f"weights v{p.weights_version}  staleness {p.staleness_max}/{tc.max_staleness}"
-        f"{extra}  {p.seconds:.1f} s"
     )
