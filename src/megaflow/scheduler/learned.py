@@ -289,26 +289,27 @@ class LearnedPolicy(SchedulingPolicy):
         out: list[Decision], blocked: set[_Key], held: list[Instance],
     ) -> None:  # fmt: skip
         """Place the overdue tasks, earliest deadline first. Within a class tasks become
-        due in arrival order, so the class's head goes (it is overdue or nearly so). The
-        first that fits nowhere gets an instance held for it for the rest of the round."""
+        due in arrival order, so the class's head goes (it is overdue or nearly so). Each
+        overdue task that fits nowhere gets an instance held for it for the rest of the
+        round (the one closest to fitting it), so that the room freed there is its, not a
+        newer task's: overdue tasks go ahead of every other one, also when they are large.
+        A round looks at up to ``limit + 64`` of them."""
         assert self.bound is not None
         later: list[PendingTask] = []
-        while len(out) < limit:
+        looked = 0
+        while len(out) < limit and looked < limit + 64:
             task = self.bound.take_overdue(self.now)
             if task is None:
                 break
+            looked += 1
             later.append(task)
             key = _key(task.spec)
-            if key in blocked:
-                continue
-            head = self._head(key) if key in self._classes else None
-            if head is None:
-                continue
-            inst = region.best_fit(head.spec.resources)
-            if inst is None or not admit(head, inst):
+            head = self._head(key) if key in self._classes and key not in blocked else None
+            inst = None if head is None else region.best_fit(head.spec.resources)
+            if head is None or inst is None or not admit(head, inst):
                 blocked.add(key)
-                if inst is None and not held:
-                    got = region.hold(head.spec.resources)
+                if inst is None:
+                    got = region.hold(task.spec.resources)
                     if got is not None:
                         held.append(got)
                 continue
