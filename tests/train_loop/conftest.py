@@ -56,7 +56,10 @@ def train_config(tmp: Path, model: Path, **train: Any) -> dict[str, Any]:
         "train": {
             "held_out": {"path": str(TASKS / "heldout.jsonl"), "limit": 2},
             "prompts_per_step": 2, "steps": 3, "eval_every": 0, "lr": 1e-3,
-            "checkpoint_every": 1, "out_dir": str(tmp / "out"), **train,
+            "checkpoint_every": 1, "out_dir": str(tmp / "out"),
+            # the random policy scores 0 everywhere, so no step has signal; these tests
+            # exercise versions and weight pushes, so every step updates anyway
+            "step_without_signal": True, **train,
         },
     }  # fmt: skip
 
