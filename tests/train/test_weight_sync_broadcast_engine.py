@@ -39,9 +39,10 @@ pytestmark = pytest.mark.slow
 @contextlib.asynccontextmanager
 async def engines(
     model: Path, tmp_path: Path, n: int
-) -> AsyncIterator[list[tuple[subprocess.Popen[bytes], str]]]:
+) -> AsyncIterator[list[tuple[subprocess.Popen[bytes], ClusterConfig]]]:
     """``n`` engines (``megaflow serve model``), each its own process; their process
-    and OpenAI base URL. Stopped when the block ends."""
+    and config (``cfg.model.base_url()``, ``cfg.model.target``). Stopped when the
+    block ends."""
     procs: list[tuple[subprocess.Popen[bytes], ClusterConfig, Path]] = []
     try:
         for i in range(n):
@@ -69,7 +70,7 @@ async def engines(
             except Exception:
                 print((where / "engine.log").read_text(errors="replace"))
                 raise
-        yield [(p, cfg.model.base_url()) for p, cfg, _ in procs]
+        yield [(p, cfg) for p, cfg, _ in procs]
     finally:
         for proc, _, _ in procs:
             proc.terminate()
@@ -85,7 +86,8 @@ async def test_broadcast_to_two_engine_processes_and_one_killed(tmp_path: Path) 
     base = build_tiny_model(tmp_path / "model", seed=0)
     trainer_model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True).eval()
     async with engines(base, tmp_path, 2) as running:
-        (_, url_a), (proc_b, url_b) = running
+        (_, cfg_a), (proc_b, cfg_b) = running
+        url_a, url_b = cfg_a.model.base_url(), cfg_b.model.base_url()
         clients = [
             OpenAIBackend(u, "default", api_key=TOKEN, weight_sync="megaflow")
             for u in (url_a, url_b)
