@@ -56,7 +56,7 @@ def sim(
     if cost:
         _cost(tasks or 2000, seed, markdown)
         return
-    from megaflow.sim.report import markdown_table, rich_table
+    from megaflow.sim.report import markdown_table, rich_table, tail_flags
     from megaflow.sim.studies import POLICIES, arrival_rate
     from megaflow.sim.studies import compare as run_compare
     from megaflow.sim.trace import load_trace, synthetic_trace
@@ -100,10 +100,18 @@ def sim(
     title = (
         f"{source}{instances:,} instances, {len(used):,} tasks, {queues} queues ({wall:.1f}s wall)"
     )
-    wide = Console(width=max(console.width, 130))
-    wide.print(rich_table(reports, title=title))
+    flags = tail_flags(reports) if len(reports) > 1 else None
+    wide = Console(width=max(console.width, 200))
+    wide.print(rich_table(reports, title=title, flags=flags))
+    worse = [p for p, f in (flags or {}).items() if f.startswith("WORSE")]
+    if worse:
+        console.print(
+            f"[bold red]{', '.join(worse)}: P99 JCT or longest wait more than 5% worse than "
+            "the best heuristic's (the one of fifo, priority, fair with the lowest average "
+            "JCT)[/]"
+        )
     if markdown is not None:
-        markdown.write_text(f"{title}\n\n" + markdown_table(reports))
+        markdown.write_text(f"{title}\n\n" + markdown_table(reports, flags=flags))
 
 
 @app.command("train")
@@ -126,11 +134,18 @@ def train(
         help="Discount rewards over this many mean task durations (0: undiscounted).",
     ),
     tail: float = typer.Option(
-        0.0,
+        2.0,
         "--tail",
         min=0.0,
         help="Charge a task 1 + age / (TAIL mean durations) per second in the system, to "
         "hold back the JCT tail (0: average JCT alone).",
+    ),
+    fragmentation: float = typer.Option(
+        1.0,
+        "--fragmentation",
+        min=0.0,
+        help="Charge free room no waiting task fits as this many waiting tasks per "
+        "task-sized share of it (0: leave it out).",
     ),
     from_run: str | None = typer.Option(
         None, "--from-run", help="Fine-tune on this run's recorded decisions instead (AWR)."
@@ -180,10 +195,12 @@ def train(
             console.print(f"iteration {i}/{iterations}: mean JCT {jct:,.0f} s")
 
     opts = TrainOptions(
-        iterations=iterations, rollouts=rollouts, seed=seed, horizon=horizon, tail=tail
-    )
+        iterations=iterations, rollouts=rollouts, seed=seed, horizon=horizon, tail=tail,
+        fragmentation=fragmentation,
+    )  # fmt: skip
     meta = {"families": names, "tasks": tasks, "seed": seed, "horizon": horizon, "tail": tail,
-            "rollouts": rollouts, "init": str(init) if init else None}  # fmt: skip
+            "fragmentation": fragmentation, "rollouts": rollouts,
+            "init": str(init) if init else None}  # fmt: skip
     try:
         ckpt, log = run_training(episodes, opts, init=start, meta=meta, progress=progress)
     except ValueError as exc:

@@ -4,7 +4,13 @@ Each iteration draws one trace from the training families and simulates it
 ``rollouts`` times with the current actor sampling its decisions (numpy, as
 in the scheduler); each decision's reward is minus the task-seconds spent in
 the system until the next one (:class:`~megaflow.sim.gym_env.InSystem`), so
-an episode's return is minus its total job completion time. Returns are
+an episode's return is minus its total job completion time. Two more costs
+are on by default: the tail (a task costs more per second the longer it has
+been in the system, :attr:`TrainOptions.tail`) and the fragmentation (room no
+waiting task fits, :attr:`TrainOptions.fragmentation`). The wait bound
+(:class:`~megaflow.scheduler.wait_bound.WaitBound`) is on while training as
+in service: its placements are not the network's and are not learned from,
+but their effect is in every reward. Returns are
 undiscounted and measured in mean task durations of the trace. As in Decima,
 the rollouts of one trace give a baseline that depends on the trace: the
 mean return of the other rollouts at the same simulated time. The critic
@@ -45,11 +51,18 @@ class TrainOptions:
     horizon: float = 0.0
     """Discount rewards by ``exp(-dt / (horizon x mean task duration))``; 0 keeps the
     undiscounted return (minus the episode's total JCT from then on)."""
-    tail: float = 0.0
+    tail: float = 2.0
     """Charge each task ``1 + age / (tail x mean task duration)`` per second in the
     system (:meth:`~megaflow.sim.gym_env.InSystem.age_area`): a convex cost of
-    completion time that weighs holding back a task by how long it is in already,
-    trading some average JCT for a shorter tail. 0 charges 1 (average JCT alone)."""
+    completion time that weighs holding back a task by how long it is in already, so
+    the tail (P99, the slowdown of the longest waits) costs more than the average.
+    0 charges 1 (average JCT alone)."""
+    fragmentation: float = 1.0
+    """Charge the fleet's stranded room (free room no waiting task fits,
+    :meth:`~megaflow.scheduler.dispatch.DispatchCore.fragmentation`) as this many
+    waiting tasks per task-sized share of it, per second: the choice of what runs
+    decides which gaps are left, and a gap no waiting task fits is lost work. 0 leaves
+    it out."""
 
 
 @dataclass
@@ -78,10 +91,13 @@ class _Rollout:
 
 def _rollout(
     episode: Episode, net: Checkpoint, rng: random.Random, horizon: float = 0.0,
-    tail: float = 0.0,
+    tail: float = 0.0, frag: float = 0.0,
 ) -> _Rollout:  # fmt: skip
     out = _Rollout()
     tracker = InSystem(episode.trace)
+    stranded = [0.0, 0.0, 0.0]  # integral of stranded room in task shares, last value, time
+    fleet_cpu = sum(i.cpu for i in episode.instances)
+    task_cpu = sum(t.cpu for t in episode.trace) / max(1, len(episode.trace))
 
     def choose(rows: Array, state: Array) -> int:
         logits = net.logits(rows).astype(np.float64)
@@ -97,9 +113,15 @@ def _rollout(
     mean_s = sum(t.duration_s for t in episode.trace) / len(episode.trace)
 
     def cost(now: float) -> float:
-        if tail <= 0:
-            return tracker.area(now)
-        return tracker.area(now) + tracker.age_area(now) / (tail * mean_s)
+        total = tracker.area(now)
+        if tail > 0:
+            total += tracker.age_area(now) / (tail * mean_s)
+        if frag > 0:
+            stranded[0] += stranded[1] * (now - stranded[2])
+            stranded[1] = sim.core.fragmentation() * fleet_cpu / task_cpu
+            stranded[2] = now
+            total += frag * stranded[0]
+        return total
 
     sim = simulator(episode, choose)
     sim.core.listeners.append(tracker.finished)
@@ -214,7 +236,8 @@ def _train(
         episode = episodes(rng)
         net = _export(actor, critic, info)
         group = [
-            _rollout(episode, net, rng, opt.horizon, opt.tail) for _ in range(max(1, opt.rollouts))
+            _rollout(episode, net, rng, opt.horizon, opt.tail, opt.fragmentation)
+            for _ in range(max(1, opt.rollouts))
         ]
         group = [g for g in group if g.actions]
         if not group:

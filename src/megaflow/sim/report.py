@@ -115,25 +115,67 @@ COLUMNS = (
 )
 
 
+HEURISTICS = ("fifo", "priority", "fair")
+
+
+def tail_flags(
+    reports: dict[str, SimReport], heuristics: tuple[str, ...] = HEURISTICS,
+    tolerance: float = 0.05,
+) -> dict[str, str]:  # fmt: skip
+    """For each policy, what is worse than the best heuristic's by more than
+    ``tolerance``: its P99 JCT or its longest wait. The best heuristic is the one of
+    ``heuristics`` in ``reports`` with the lowest average JCT; with none of them run,
+    nothing is flagged."""
+    ran = [h for h in heuristics if h in reports]
+    if not ran:
+        return {}
+    best = min(ran, key=lambda h: reports[h].avg_jct_s)
+    ref = reports[best]
+    out: dict[str, str] = {}
+    for name, r in reports.items():
+        worse = []
+        for label, mine, theirs in (("P99 JCT", r.p99_jct_s, ref.p99_jct_s),
+                                    ("max wait", r.max_wait_s, ref.max_wait_s)):  # fmt: skip
+            if theirs > 0 and mine > theirs * (1 + tolerance):
+                worse.append(f"{label} {mine / theirs - 1:+.0%}")
+            elif theirs == 0 and mine > 0:
+                worse.append(f"{label} {mine:,.0f} s against 0")
+        if worse:
+            out[name] = "WORSE: " + ", ".join(worse) + f" vs {best}"
+        elif name == best:
+            out[name] = "best heuristic"
+    return out
+
+
 def _cells(r: SimReport) -> list[str]:
     return [fmt.format(getattr(r, attr)) for _, attr, fmt in COLUMNS]
 
 
 def rich_table(
-    reports: dict[str, SimReport], title: str = "simulation", first: str = "policy"
-) -> Table:
+    reports: dict[str, SimReport], title: str = "simulation", first: str = "policy",
+    flags: dict[str, str] | None = None,
+) -> Table:  # fmt: skip
+    """One row per report; ``flags`` (by row name) adds a last column."""
     table = Table(title=title)
     table.add_column(first, no_wrap=True)
     for name, _, _ in COLUMNS:
         table.add_column(name, justify="right")
+    if flags is not None:
+        table.add_column("vs best heuristic")
     for name, r in reports.items():
-        table.add_row(name, *_cells(r))
+        extra = [] if flags is None else [flags.get(name, "")]
+        table.add_row(name, *_cells(r), *extra)
     return table
 
 
-def markdown_table(reports: dict[str, SimReport], first: str = "policy") -> str:
+def markdown_table(
+    reports: dict[str, SimReport], first: str = "policy", flags: dict[str, str] | None = None
+) -> str:
     head = [first, *(name for name, _, _ in COLUMNS)]
+    if flags is not None:
+        head.append("vs best heuristic")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, r in reports.items():
-        lines.append("| " + " | ".join([name, *_cells(r)]) + " |")
+        extra = [] if flags is None else [flags.get(name, "")]
+        lines.append("| " + " | ".join([name, *_cells(r), *extra]) + " |")
     return "\n".join(lines) + "\n"
