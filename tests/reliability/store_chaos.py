@@ -14,10 +14,13 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ import yaml
 
 from megaflow.core.states import TaskState
 from megaflow.storage.abstract import MetadataStore
-from tests.fixtures.servers import IN_CI, free_port
+from tests.fixtures.servers import IN_CI, free_port, need_binary, spawn, stop, wait_until
 from tests.fixtures.sql_servers import _cluster_owner, find_postgres_bindir
 from tests.reliability.ledger import check_ledger, read_ledger
 
@@ -215,3 +218,91 @@ def killable_postgres() -> Iterator[KillablePostgres]:
             pg.stop()
         finally:
             subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def sqlite_succeeded(db: Path) -> int:
+    """Tasks SUCCEEDED in a SQLite metadata file another process writes."""
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            row = conn.execute("SELECT count(*) FROM tasks WHERE state = 'succeeded'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+    return int(row[0])
+
+
+# -- an S3 server that can be killed -------------------------------------------------
+class KillableMoto:
+    """``moto_server`` on a fixed loopback port: SIGKILLed, then started again on
+    the same port (empty: moto keeps its buckets in memory)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.binary = need_binary("moto_server", "pip install 'moto[server]'")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.workdir / f"moto-{self.port}.log"
+        cmd = [self.binary, "-H", "127.0.0.1", "-p", str(self.port)]
+        proc = self.proc = spawn(cmd, log, self.workdir)
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(self.url + "/moto-api/", timeout=2):
+                    return True
+            except urllib.error.HTTPError:
+                return True
+            except OSError:
+                return False
+
+        wait_until(answers, "moto_server", proc, 60, log)
+
+    def sigkill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+
+
+# -- a disk that fills up ------------------------------------------------------------
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` at ``path`` (mounting needs root, as CI has)."""
+    if os.geteuid() != 0:
+        if IN_CI:
+            pytest.fail("mounting a tmpfs needs root", pytrace=False)
+        pytest.skip("mounting a tmpfs needs root")
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte with one file (a real ENOSPC for everyone else)."""
+    filler = disk / "filler"
+    chunk = b"\0" * (1 << 20)
+    with filler.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError:
+            pass
+        for size in (65536, 4096, 1):  # the last partial blocks
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
+    return filler

@@ -1,21 +1,26 @@
-"""A full disk under the artifact store.
+"""A full disk under the artifact store that is not freed.
 
 The artifacts root is a 1 MiB tmpfs; each task's trajectory holds a large
-command output, so the disk fills after a few tasks. Checked:
+command output, so the disk fills after a few tasks and stays full. Checked:
 
-- the tasks whose artifacts no longer fit end FAILED with the store's error
-  (``StorageError``: "No space left on device"), not retried, and the run
-  finishes: the tasks that did fit are SUCCEEDED with readable artifacts;
+- no task is failed because of the disk: the writes wait (storage.outage),
+  and once the outage deadline (3 s here) passes the run stops with one
+  ``StoreUnavailable`` naming the artifacts store and how to resume; the
+  tasks that fit are SUCCEEDED with readable artifacts, the others are not
+  terminal (in flight or queued, for ``--resume``);
 - the SQLite metadata store (on another disk) passes ``PRAGMA integrity_check``;
 - no half-written artifact is readable as valid: every stored key either
   reads back matching its checksum or is refused, and no temporary file is
   left behind.
+
+``test_store_faults_disk.py`` frees the disk again and checks the run finishes.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +29,12 @@ import pytest
 
 from megaflow.app.job import Job
 from megaflow.config import parse_config
-from megaflow.core.errors import ChecksumMismatch, NotFound
+from megaflow.core.errors import ChecksumMismatch, NotFound, StoreUnavailable
 from megaflow.core.states import TaskState
+from megaflow.storage.local_artifacts import LocalArtifactStore
+from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.reliability.jobs import inline_job, openai_model
-from tests.reliability.ledger import check_ledger, integrity_check, read_ledger
+from tests.reliability.ledger import integrity_check, read_ledger
 from tests.reliability.openai_server import flaky_openai, step_of
 
 BIG = "head -c 150000 /dev/zero | tr '\\0' x"
@@ -51,16 +58,22 @@ def big_output(n: int, body: dict[str, Any]) -> str:
     return "big" if step_of(body) == 0 else "ok"
 
 
-async def test_full_artifact_disk_fails_tasks_cleanly(tmp_path: Path, small_disk: Path) -> None:
+async def test_full_artifact_disk_stops_the_run_cleanly(tmp_path: Path, small_disk: Path) -> None:
     with flaky_openai(big_output, big_command=BIG) as server:
         cfg = inline_job(tmp_path, openai_model(server.base_url), n=10)
         cfg["agent"]["max_observation_chars"] = 200_000
         cfg["storage"]["artifacts"]["root"] = str(small_disk)
+        cfg["storage"]["outage"] = {"deadline_s": 3, "backoff_max_s": 0.5, "min_free_mb": 0}
         async with Job(parse_config(cfg)) as job:
             await job.submit()
-            counts = (await job.wait())[job.run_id]
-            led = await read_ledger(job.stores.metadata, job.run_id)
-            store = job.stores.artifacts
+            t0 = time.monotonic()
+            with pytest.raises(StoreUnavailable) as stopped:
+                await job.wait()
+            stopped_s = time.monotonic() - t0
+        # the books, as the stopped run left them, and the store read back afresh
+        async with SqliteMetadataStore(tmp_path / "m.db") as md:
+            led = await read_ledger(md, job.run_id)
+        async with LocalArtifactStore(small_disk) as store:
             valid, refused = [], []
             for key in await store.list():
                 try:
@@ -72,18 +85,20 @@ async def test_full_artifact_disk_fails_tasks_cleanly(tmp_path: Path, small_disk
             for key in referenced:  # every artifact a result points to is whole
                 await store.get(key)
 
-    check_ledger(led, 10)
-    assert counts.get(TaskState.SUCCEEDED, 0) >= 1, counts
-    assert counts.get(TaskState.FAILED, 0) >= 1, counts
-    assert set(counts) <= {TaskState.SUCCEEDED, TaskState.FAILED}
+    message = str(stopped.value)
+    assert stopped.value.store == "artifacts", message
+    assert "No space left on device" in message, message
+    assert f"megaflow run --resume {job.run_id}" in message, message
+    assert stopped_s < 60, stopped_s
+    states = led.states
+    assert states.get(TaskState.SUCCEEDED, 0) >= 1, states
+    assert TaskState.FAILED not in states, states  # a full disk fails no task
     for tid, rec in led.tasks.items():
-        if rec.state is TaskState.FAILED:
-            err = led.results[tid].error or ""
-            assert "StorageError" in err, err
-            assert "No space left on device" in err, err
-            assert len(led.attempts[tid]) == 1  # a full disk is not retried
-        else:
+        if rec.state is TaskState.SUCCEEDED:
             assert led.results[tid].success
+        else:
+            assert not rec.state.terminal, (tid, rec.state)
+            assert tid not in led.results
     assert integrity_check(tmp_path / "m.db") == "ok"
     assert set(referenced) <= set(valid)
     assert not refused, f"artifacts listed but not valid: {refused}"

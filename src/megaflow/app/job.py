@@ -256,8 +256,9 @@ class Job(Lifecycle):
 
     def _stopped_by(self, err: StoreUnavailable) -> StoreUnavailable:
         return StoreUnavailable(
-            f"the run stopped: {err}. Nothing finished is lost; once the store is back, "
-            f"finish the run with `megaflow run --resume {self.run_id}`",
+            f"the run stopped: {err}. Tasks recorded as finished are kept and those in "
+            f"flight run again: once the store is back, finish the run with "
+            f"`megaflow run --resume {self.run_id}`",
             err.store,
         )
 
