@@ -5,7 +5,8 @@ events, with tool calls), ``GET /v1/models``, and MegaFlow's own
 ``/v1/trajectories/{id}`` (PUT registers a task payload, GET reads the
 recorded calls, DELETE reads and forgets them) and the weight routes of
 :mod:`megaflow.model.weight_routes` (``POST /v1/weights`` with a checkpoint
-path, and the broadcast sync's ``/v1/weights/group...``). The trajectory id
+path, and the broadcast sync's ``/v1/weights/group...``), and vLLM's token-level
+``POST /v1/completions`` (:mod:`megaflow.model.completions_route`). The trajectory id
 comes from the ``X-MegaFlow-Trajectory`` header or a ``model@trajectory-id``
 suffix.
 
@@ -46,6 +47,7 @@ from megaflow.core.errors import (
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.model.abstract import TRAJECTORY_HEADER, ChatRequest, Completion
 from megaflow.model.body_limit import DEFAULT_MAX_BODY_MB, BodyLimitMiddleware
+from megaflow.model.completions_route import add_completions_route
 from megaflow.model.service import ModelService
 from megaflow.model.weight_routes import Authorize, add_weight_routes
 
@@ -209,6 +211,7 @@ def create_app(
         return {"trajectory_id": trajectory_id, "calls": [c.model_dump() for c in calls]}
 
     add_weight_routes(app, service.control, authorize, error)
+    add_completions_route(app, service, error)
     return app
 
 

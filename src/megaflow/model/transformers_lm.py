@@ -134,7 +134,11 @@ class TransformersBackend(Backend):
         return [int(t) for t in self._tok(text, add_special_tokens=specials)["input_ids"]]
 
     def prompt_ids(self, request: ChatRequest, ctx: CallContext) -> list[int]:
-        """The ids to feed: token-in after the trajectory's state, else rendered whole."""
+        """The ids to feed: the request's own ``prompt_token_ids`` (the gateway's
+        ``/v1/completions``), token-in after the trajectory's state, else rendered whole."""
+        given = (request.model_extra or {}).get("prompt_token_ids")
+        if given is not None:
+            return [int(t) for t in given]
         state = self.token_states.get(ctx.trajectory_id)
         new = state.new_messages(request.messages, request.tools) if state else None
         if state is not None and new is not None:
