@@ -2,7 +2,9 @@
 
 The ``transformers`` backend takes new weights without a restart: a state dict
 handed over in-process, or a safetensors file or Hugging Face model directory
-on disk (:func:`read_weights`). :func:`swap_weights` checks every name and shape
+on disk (:func:`read_weights`), or under an ``s3://`` URI, downloaded and
+checked against the checksums the artifact store keeps (:func:`load_weights`).
+:func:`swap_weights` checks every name and shape
 against the live model *before* it copies anything, so a wrong checkpoint
 leaves the served weights untouched; then it copies the tensors into the
 existing parameters (``load_state_dict``), so the model object, its tokenizer
@@ -67,6 +69,41 @@ def read_weights(source: str | Path) -> dict[str, Any]:
         if twice:
             raise InvalidInput(f"{f} repeats tensors of another shard: {twice[:_SHOWN]}")
         tensors.update(part)
+    return tensors
+
+
+async def load_weights(source: str) -> dict[str, Any]:
+    """:func:`read_weights` of a local path, or of the checkpoint under an
+    ``s3://bucket/prefix`` URI: every ``*.safetensors`` object below it is
+    downloaded (each verified against its stored SHA-256) before any is used.
+    S3 credentials and endpoint come from the standard AWS settings of the
+    engine's environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...)."""
+    if not source.startswith("s3://"):
+        return await asyncio.to_thread(read_weights, source)
+    from safetensors.torch import load
+
+    from megaflow.storage.s3_artifacts import S3ArtifactStore
+
+    bucket, _, prefix = source.removeprefix("s3://").partition("/")
+    if not bucket or not prefix.strip("/"):
+        raise InvalidInput(f"weights URI {source!r} names no bucket and prefix")
+    store = S3ArtifactStore(bucket, prefix=prefix.strip("/"))
+    tensors: dict[str, Any] = {}
+    try:
+        async with store:
+            keys = [k for k in await store.list() if k.endswith(".safetensors")]
+            if not keys:
+                raise InvalidInput(f"no *.safetensors object under {source}")
+            for key in keys:
+                part = await asyncio.to_thread(load, await store.get(key))
+                twice = sorted(set(part) & set(tensors))
+                if twice:
+                    raise InvalidInput(f"{key} repeats tensors of another shard: {twice[:_SHOWN]}")
+                tensors.update(part)
+    except InvalidInput:
+        raise
+    except Exception as exc:  # storage, checksum and safetensors errors
+        raise InvalidInput(f"cannot read weights from {source}: {exc}") from exc
     return tensors
 
 

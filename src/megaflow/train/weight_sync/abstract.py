@@ -102,6 +102,9 @@ class WeightSync(abc.ABC):
     async def push(self, weights: Mapping[str, Any], version: int) -> SyncResult:
         """Have every engine serve ``weights`` (tensors by parameter name) as ``version``."""
 
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the sync holds between pushes (the broadcast group)."""
+
 
 def check_served(
     name: str, statuses: Sequence[EngineStatus], version: int, served: dict[str, int]

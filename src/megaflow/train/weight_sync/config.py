@@ -14,11 +14,17 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from megaflow.core.errors import ConfigError
+
 if TYPE_CHECKING:
+    from megaflow.storage.abstract import ArtifactStore
     from megaflow.train.weight_sync.abstract import Engines, WeightSync
 
 
 class _Cfg(BaseModel):
+    """Each sync's ``build(engines, base_model=, run_id=, artifacts=)`` returns it;
+    ``artifacts`` is the run's artifact store, for the syncs that write there."""
+
     model_config = ConfigDict(extra="forbid")
 
     carries: ClassVar[str]
@@ -32,7 +38,14 @@ class InProcessSyncConfig(_Cfg):
     type: Literal["in_process"] = Field("in_process", description="This sync's tag.")
     carries: ClassVar[str] = "tensors"
 
-    def build(self, engines: Engines, *, base_model: Path, run_id: str) -> WeightSync:
+    def build(
+        self,
+        engines: Engines,
+        *,
+        base_model: Path,
+        run_id: str,
+        artifacts: ArtifactStore | None = None,
+    ) -> WeightSync:
         from megaflow.train.weight_sync.in_process import InProcessWeightSync
 
         return InProcessWeightSync(engines)
@@ -40,7 +53,8 @@ class InProcessSyncConfig(_Cfg):
 
 class DiskSyncConfig(_Cfg):
     """Each update is written as a safetensors checkpoint in Hugging Face layout
-    under ``ROOT/<run id>/v<version>/``; every engine loads it by path."""
+    under ``ROOT/<run id>/v<version>/`` (or in the run's artifact store, ``store:
+    artifacts``); every engine loads it by path or URI."""
 
     type: Literal["disk"] = Field("disk", description="This sync's tag.")
     carries: ClassVar[str] = "path"
@@ -58,10 +72,28 @@ class DiskSyncConfig(_Cfg):
     max_shard_mb: int = Field(
         2048, ge=1, description="Largest safetensors file; a bigger model is sharded."
     )
+    store: Literal["root", "artifacts"] = Field(
+        "root",
+        description="Where the checkpoints go: 'root' (the directory above, read by path) "
+        "or 'artifacts' (the run's artifact store under weights/<run id>/v<N>/: a local "
+        "store's directory, or an s3:// URI the engines download from).",
+    )
 
-    def build(self, engines: Engines, *, base_model: Path, run_id: str) -> WeightSync:
+    def build(
+        self,
+        engines: Engines,
+        *,
+        base_model: Path,
+        run_id: str,
+        artifacts: ArtifactStore | None = None,
+    ) -> WeightSync:
         from megaflow.train.weight_sync.disk import DiskWeightSync
 
+        if self.store == "artifacts" and artifacts is None:
+            raise ConfigError(
+                "train.weight_sync.store is 'artifacts' but the run has no artifact store",
+                [("train.weight_sync.store", "no artifact store to write to")],
+            )
         return DiskWeightSync(
             engines,
             base_model=base_model,
@@ -69,6 +101,8 @@ class DiskSyncConfig(_Cfg):
             keep=self.keep,
             timeout_s=self.timeout_s,
             max_shard_mb=self.max_shard_mb,
+            store=artifacts if self.store == "artifacts" else None,
+            run_id=run_id,
         )
 
 
@@ -101,7 +135,14 @@ class BroadcastSyncConfig(_Cfg):
         "megaflow-weights", min_length=1, description="Names the group (a suffix counts re-forms)."
     )
 
-    def build(self, engines: Engines, *, base_model: Path, run_id: str) -> WeightSync:
+    def build(
+        self,
+        engines: Engines,
+        *,
+        base_model: Path,
+        run_id: str,
+        artifacts: ArtifactStore | None = None,
+    ) -> WeightSync:
         from megaflow.train.weight_sync.broadcast import BroadcastWeightSync
 
         return BroadcastWeightSync(

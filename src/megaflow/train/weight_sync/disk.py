@@ -14,7 +14,14 @@ checkpoints older than the last ``keep`` are deleted.
 
 The path must be readable by the engines under the same name: a local
 directory for engines on this machine, a shared filesystem across machines.
-torch and transformers are imported when a checkpoint is written.
+
+With ``store: artifacts`` the checkpoint goes to the run's artifact store
+instead, under ``weights/<run id>/v<version>/`` (written under ``root`` first,
+uploaded file by file, then removed there), and each engine is given what it
+can read: the directory of a local store, or an ``s3://bucket/prefix/...``
+URI for an S3 store, which the engine downloads (checking each object's
+stored SHA-256) before it swaps. Old versions are pruned from the store the
+same way. torch and transformers are imported when a checkpoint is written.
 """
 
 from __future__ import annotations
@@ -26,9 +33,9 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from megaflow.core.errors import MegaFlowTimeout, ModelError
+from megaflow.core.errors import ConfigError, MegaFlowTimeout, ModelError
 from megaflow.train.weight_sync.abstract import (
     Engines,
     EngineStatus,
@@ -37,7 +44,25 @@ from megaflow.train.weight_sync.abstract import (
     check_served,
 )
 
+if TYPE_CHECKING:
+    from megaflow.storage.abstract import ArtifactStore
+
 _VERSION_DIR = re.compile(r"^v(\d+)$")
+
+
+def store_uri(store: ArtifactStore, key: str) -> str:
+    """Where an engine reads the artifacts under ``key``: a directory or an S3 URI."""
+    from megaflow.storage.local_artifacts import LocalArtifactStore
+    from megaflow.storage.s3_artifacts import S3ArtifactStore
+
+    if isinstance(store, LocalArtifactStore):
+        return str(store.root / key)
+    if isinstance(store, S3ArtifactStore):
+        return f"s3://{store.bucket}/{store.prefix}{key}"
+    raise ConfigError(
+        f"train.weight_sync.store artifacts: engines cannot read a {type(store).__name__}",
+        [("train.weight_sync.store", "needs a local or S3 artifact store")],
+    )
 
 
 class DiskWeightSync(WeightSync):
@@ -50,8 +75,13 @@ class DiskWeightSync(WeightSync):
         keep: int = 2,
         timeout_s: float = 600.0,
         max_shard_mb: int = 2048,
+        store: ArtifactStore | None = None,
+        run_id: str = "",
     ) -> None:
         self.engines = engines
+        self.store = store
+        """The artifact store the checkpoints go to; None keeps them under ``root``."""
+        self.prefix = f"weights/{run_id or root.name}"
         self.base_model = base_model
         self.root = root.absolute()
         self.keep = keep
@@ -89,9 +119,12 @@ class DiskWeightSync(WeightSync):
     async def push(self, weights: Mapping[str, Any], version: int) -> SyncResult:
         t0 = time.perf_counter()
         path = await asyncio.to_thread(self.write, weights, version)
+        where = str(path)
+        if self.store is not None:
+            where = await self._upload(path, version)
         names = list(self.engines)
         answers = await asyncio.gather(
-            *(self._update(n, str(path), version) for n in names), return_exceptions=True
+            *(self._update(n, where, version) for n in names), return_exceptions=True
         )
         served: dict[str, int] = {}
         problems = []
@@ -106,14 +139,34 @@ class DiskWeightSync(WeightSync):
                     problems.append(problem)
         if problems:
             raise ModelError(
-                f"weights v{version} ({path}) did not reach {len(problems)} of "
+                f"weights v{version} ({where}) did not reach {len(problems)} of "
                 f"{len(names)} engines: {'; '.join(problems)}. An engine that refused "
                 f"keeps serving its previous weights; versions reported: {served or 'none'}"
             )
         await asyncio.to_thread(self._prune, version)
+        if self.store is not None:
+            await self._prune_store(version)
         return SyncResult(
-            version=version, seconds=time.perf_counter() - t0, served=served, path=str(path)
+            version=version, seconds=time.perf_counter() - t0, served=served, path=where
         )
+
+    async def _upload(self, path: Path, version: int) -> str:
+        """Put the checkpoint at ``path`` into the store (then drop it locally); its URI."""
+        assert self.store is not None
+        key = f"{self.prefix}/v{version}"
+        for old in await self.store.list(key + "/"):  # a resumed run writes a version again
+            await self.store.delete(old)
+        for f in await asyncio.to_thread(lambda: sorted(path.iterdir())):
+            await self.store.put(f"{key}/{f.name}", await asyncio.to_thread(f.read_bytes))
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        return store_uri(self.store, key)
+
+    async def _prune_store(self, version: int) -> None:
+        assert self.store is not None
+        for key in await self.store.list(self.prefix + "/"):
+            m = _VERSION_DIR.match(key[len(self.prefix) + 1 :].split("/")[0])
+            if m and int(m.group(1)) <= version - self.keep:
+                await self.store.delete(key)
 
     async def _update(self, name: str, path: str, version: int) -> Sequence[EngineStatus]:
         try:
