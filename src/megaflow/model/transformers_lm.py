@@ -226,10 +226,10 @@ class TransformersBackend(Backend):
 
     async def update_weights(self, weights: Weights, version: int) -> None:
         """Copy ``weights`` into the live model; calls queued after this one see ``version``."""
-        from megaflow.model.weights import read_weights
+        from megaflow.model.weights import load_weights
 
         if isinstance(weights, str):  # read before the lock: generation goes on meanwhile
-            weights = await asyncio.to_thread(read_weights, weights)
+            weights = await load_weights(weights)
         await self._swap(weights, version)
 
     async def _swap(self, tensors: Mapping[str, Any], version: int) -> None:

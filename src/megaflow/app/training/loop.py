@@ -113,7 +113,10 @@ class TrainLoop:
         async with self.job as job:
             model = job.arms[self.run_id].model
             self.sync = self.tc.weight_sync.build(
-                engines_of(model), base_model=policy_dir(self.cfg), run_id=self.run_id
+                engines_of(model),
+                base_model=policy_dir(self.cfg),
+                run_id=self.run_id,
+                artifacts=job.stores.artifacts,
             )
             await check_tokenizer(model, policy_dir(self.cfg))
             trainer = await asyncio.to_thread(open_trainer, self.cfg, self.run_id)
@@ -130,6 +133,7 @@ class TrainLoop:
                 await self._train(rollouts, first)
                 await trainer.wait_checkpoint()  # an asynchronous save still uploading
             finally:
+                await self.sync.close()
                 await asyncio.to_thread(trainer.close)
         self.curve.write(self.png)
         return self.curve
