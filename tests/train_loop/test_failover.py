@@ -44,8 +44,8 @@ def fleet_config(tmp_path: Path, policy: Path, a: Engine, b: Engine) -> dict[str
         "api_key_env": "ENGINE_TOKEN", "weight_sync": "megaflow", "max_concurrency": 2,
         "health": {"interval_s": 0.5, "timeout_s": 2, "failures": 2},
     }  # fmt: skip
-    raw["agent"]["temperature"] = 1.0  # type: ignore[index]
-    raw["agent"]["max_steps"] = 3  # type: ignore[index]
+    raw["agent"]["temperature"] = 1.0
+    raw["agent"]["max_steps"] = 3
     return raw
 
 
@@ -90,7 +90,7 @@ async def test_a_step_completes_on_one_engine_when_the_other_is_killed_mid_step(
     monkeypatch.setenv("ENGINE_TOKEN", TOKEN)
     async with two_engines(policy, tmp_path / "engines") as (a, b):
         raw = fleet_config(tmp_path, policy, a, b)
-        loop = TrainLoop(parse_config(raw), run_id="tl-failover", printer=print)
+        loop = TrainLoop(parse_config(raw), run_id="tl-failover", printer=lambda _: None)
         engines = {f"openai:{e.base_url}": e for e in (a, b)}
         killer = asyncio.ensure_future(kill_mid_step(loop, engines))
         try:
