@@ -1,0 +1,87 @@
+"""An update that does not stop the world: a generation in flight finishes on the
+weights it started with, says so, and the sample is as stale as its oldest turn.
+
+Today's only behaviour (``finish``): ``ModelControl.update_weights`` waits for
+the replica's generation in flight, which completes on the old weights and is
+recorded with the old version; the episode's next turn runs on the new
+weights, token-in from the same state, recorded with the new version. The
+episode's sample takes the oldest version of its calls, and the staleness
+bound (``train.max_staleness``, ``stale: drop | reweight``) counts it from
+there. Aborting the generation and resuming it on the new weights (a partial
+rollout) is not implemented.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+from megaflow.app.training.staleness import apply_staleness
+from megaflow.core.trajectory import Trajectory
+from megaflow.model.config import TransformersModelConfig
+from megaflow.model.factory import make_model_client
+from megaflow.model.transformers_lm import TransformersBackend, build_tiny_model
+from megaflow.train.samples import sample_from_trajectory
+from tests.train.test_weight_sync_engine import assert_same_logprobs, perturb
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-update"), seed=3)
+
+
+def ext(call: Any) -> dict[str, Any]:
+    return {"prompt_token_ids": call.prompt_token_ids, "token_ids": call.token_ids,
+            "logprobs": call.logprobs}  # fmt: skip
+
+
+async def test_a_turn_in_flight_finishes_on_the_old_weights_and_the_sample_counts_it(
+    tiny: Path,
+) -> None:
+    old = AutoModelForCausalLM.from_pretrained(tiny, local_files_only=True).eval()
+    new = AutoModelForCausalLM.from_pretrained(tiny, local_files_only=True).eval()
+    perturb(new, seed=1)
+    cfg = TransformersModelConfig(model=str(tiny), max_new_tokens=48, temperature=1.0)
+    tid = "run/task/0/a1"
+    async with make_model_client(cfg) as client:
+        backend = client.service.router.replicas[0].backend
+        assert isinstance(backend, TransformersBackend)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the code"}]
+        first = await client.chat(messages, trajectory_id=tid, seed=1)
+        messages += [first.message, {"role": "tool", "content": "test the code"}]
+        second = asyncio.ensure_future(client.chat(messages, trajectory_id=tid, seed=2))
+        while not backend._lock.locked():  # noqa: ASYNC110 - the backend exposes no event
+            await asyncio.sleep(0.001)
+        assert not second.done()  # the update is asked for while turn 2 generates
+        update = asyncio.ensure_future(client.control.update_weights(new.state_dict(), 1))
+        answer = await second
+        await update
+        messages += [answer.message, {"role": "tool", "content": "write a patch"}]
+        await client.chat(messages, trajectory_id=tid, seed=3)
+        calls = await client.calls(tid)
+    assert [c.weights_version for c in calls] == [0, 0, 1]  # each turn says its version
+    assert_same_logprobs(old, ext(calls[1]))  # turn 2 finished on the old weights
+    assert_same_logprobs(new, ext(calls[2]))
+    with pytest.raises(AssertionError):
+        assert_same_logprobs(new, ext(calls[1]))
+
+    traj = Trajectory(id=tid, task_id="run/task/0", run_id="run", steps=list(calls))
+    mixed = sample_from_trajectory(traj, 1.0, group_id="run/task")  # token-in across the update
+    assert mixed.weights_version == 0  # as stale as its oldest token
+    fresh = mixed.model_copy(update={"sample_id": "run/task/1", "weights_version": 1})
+    group = [mixed, fresh]
+    kept, report = apply_staleness([group], 1, max_staleness=1, stale="drop")
+    assert kept == [group]
+    assert (report.staleness_max, report.dropped) == (1, 0)
+    kept, report = apply_staleness([group], 1, max_staleness=0, stale="reweight", decay=0.5)
+    assert [s.weight for s in kept[0]] == [0.5, 1.0]
+    assert report.reweighted == 1
+    kept, report = apply_staleness([group], 1, max_staleness=0, stale="drop")
+    assert kept == []  # one live sample left: no GRPO signal, the group goes
+    assert (report.dropped, report.groups_dropped) == (2, 1)
