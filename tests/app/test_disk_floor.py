@@ -1,0 +1,63 @@
+"""A full host disk is the host's fault: new attempts wait for space, and a
+patch that cannot be taken for want of space is an infrastructure failure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from megaflow.app.attempt import AgentExecutor
+from megaflow.app.disk_floor import DiskFloor, disk_error
+from megaflow.core.errors import SandboxError
+
+OUT_OF_SPACE = "cannot take the agent's patch: fatal: Out of diskspace"
+
+
+def test_disk_errors_are_recognised() -> None:
+    assert disk_error(OUT_OF_SPACE)
+    assert disk_error("write error: No space left on device")
+    assert not disk_error("cannot take the agent's patch: not a git repository")
+    assert not disk_error(None)
+
+
+def test_a_folder_below_the_floor_is_short(tmp_path: Path) -> None:
+    assert DiskFloor([tmp_path], 0).short() is None  # 0: never
+    huge = DiskFloor([tmp_path / "not-made-yet"], 1 << 40)  # a petabyte: always short
+    low = huge.short()
+    assert low is not None
+    assert low[0] == tmp_path / "not-made-yet"
+
+
+async def test_new_attempts_wait_for_space_and_the_run_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    floor = DiskFloor([tmp_path], 1 << 40, poll_s=0.01)
+    caplog.set_level(logging.WARNING, "megaflow.app.disk_floor")
+    waiting = asyncio.ensure_future(floor.room("task-1"))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # held, not failed
+    assert "holding new tasks (task-1 first)" in caplog.text
+    floor.floor = 0  # space is back
+    await asyncio.wait_for(waiting, 1)
+    assert floor.held == 1
+    assert "disk space is back" in caplog.text
+
+
+def _executor(disk: DiskFloor) -> AgentExecutor:
+    unused: Any = None
+    return AgentExecutor(unused, {}, unused, unused, disk=disk)
+
+
+def test_a_patch_lost_to_the_host_disk_is_infrastructure(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="the host's disk is full"):
+        _executor(DiskFloor([tmp_path], 1 << 40))._host_disk_check(OUT_OF_SPACE)
+
+
+def test_a_patch_lost_to_the_agent_s_own_quota_stays_the_agent_s(tmp_path: Path) -> None:
+    # the host has room: the sandbox's own disk limit was hit, by the agent
+    _executor(DiskFloor([tmp_path], 0))._host_disk_check(OUT_OF_SPACE)
+    _executor(DiskFloor([tmp_path], 1 << 40))._host_disk_check("not a git repository")
