@@ -19,6 +19,7 @@ from megaflow.storage.config import (
 )
 from megaflow.storage.factory import Stores
 from megaflow.storage.redis_queue import RedisTaskQueue
+from megaflow.storage.retrying import RetryingTaskQueue
 
 
 @pytest.mark.services
@@ -38,7 +39,8 @@ async def test_a_run_over_redis_finishes_and_acknowledges_every_entry(
             tasks = [TaskSpec(id=f"r/{i}", run_id="r", priority=i % 4) for i in range(300)]
             await sched.submit(RunSpec(id="r"), tasks)
             counts = await sched.wait("r")
-        queue = stores.queue
+        assert isinstance(stores.queue, RetryingTaskQueue)  # waits out Redis faults
+        queue = stores.queue.inner
         assert isinstance(queue, RedisTaskQueue)
         assert counts == {TaskState.SUCCEEDED: 300}
         assert await queue.size() == 0
