@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from megaflow.core.errors import InfraError, ReplicaLost, TransportError
+from megaflow.core.errors import InfraError, ModelError, ReplicaLost, TransportError
 from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
 from megaflow.model.config import HealthCheckConfig, OpenAIModelConfig
 from megaflow.model.control import LocalModelControl
@@ -34,6 +34,7 @@ class Engine(Backend):
         self.tokens = tokens
         self.down = False
         self.hung = False
+        self.refuse = False
         self.calls = 0
 
     async def _gate(self) -> None:
@@ -52,6 +53,9 @@ class Engine(Backend):
         await self._gate()
 
     async def update_weights(self, weights: object, version: int) -> None:
+        await self._gate()
+        if self.refuse:
+            raise ModelError(f"{self.name} refuses v{version}")
         self.weights_version = version
 
 
@@ -140,6 +144,23 @@ async def test_a_replica_that_missed_an_update_stays_out() -> None:
     await monitor.check()
     assert not router.replicas[0].healthy
     assert "serves weights v0 while the fleet serves v1" in (router.replicas[0].problem or "")
+
+
+async def test_a_replica_unreachable_during_an_update_is_taken_out_a_refusal_fails() -> None:
+    a, b = Engine("a"), Engine("b")
+    router = Router([a, b])
+    control = LocalModelControl(router)
+    assert await where(router, "t1") == "a"
+    a.down = True
+    statuses = await control.update_weights("/ckpt/v1", 1)
+    assert [(s.type, s.weights_version) for s in statuses] == [("b", 1)]
+    assert [s.healthy for s in await control.list_backends()] == [False, True]
+    assert "unreachable during the update to weights v1" in (router.replicas[0].problem or "")
+    with pytest.raises(ReplicaLost):  # t1's turns were a's, at the old weights
+        await where(router, "t1")
+    b.refuse = True  # an engine that answers and refuses still fails the update
+    with pytest.raises(ModelError, match="b refuses v2"):
+        await control.update_weights("/ckpt/v2", 2)
 
 
 async def test_no_replica_in_rotation_is_a_transport_error_naming_them() -> None:

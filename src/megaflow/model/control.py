@@ -14,6 +14,9 @@ send a request.
 A weights update goes to every routed replica at once; each finishes the
 calls it is running on the old weights, then serves the new version. If a
 replica refuses, the error names it and the versions every replica serves.
+A replica that cannot be reached (a transport error) while others took the
+update is taken out of rotation instead, and stays out
+(:mod:`megaflow.model.health`): the fleet goes on at the new version.
 
 Broadcast updates (the trainer's ``broadcast`` weight sync): every routed
 replica that is a :class:`WeightGroupMember` joins the trainer's
@@ -34,7 +37,13 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, NotFound
+from megaflow.core.errors import (
+    InvalidInput,
+    MegaFlowTimeout,
+    ModelError,
+    NotFound,
+    TransportError,
+)
 from megaflow.core.weight_group import TensorMeta, WeightGroup
 from megaflow.model.abstract import Weights
 from megaflow.model.config import ModelConfig
@@ -163,6 +172,11 @@ class LocalModelControl(ModelControl):
         for _, exc in failed:
             if not isinstance(exc, Exception):
                 raise exc  # a cancellation or exit, not a refusal
+        unreachable = [r for r, e in failed if isinstance(e, TransportError)]
+        if failed and len(unreachable) == len(failed) < len(replicas):
+            for r in unreachable:  # failover: the others serve the new version
+                self.router.take_out(r, f"unreachable during the update to weights v{version}")
+            return [self._status(r) for r in replicas if r not in unreachable]
         if failed:
             if len(failed) == len(replicas) and isinstance(failed[0][1], InvalidInput):
                 raise failed[0][1]  # e.g. a stale version, refused alike by all
