@@ -10,7 +10,11 @@ sandbox. :meth:`Rollouts.collect` waits for the batch's groups
 batch's prompt order; :meth:`Rollouts.scores` waits for a held-out round and
 reads its graded rewards. A sample lost to the infrastructure is masked (no
 reward, out of its group's statistics and of the held-out mean); an agent's
-own failure is a sample with reward 0.
+own failure is a sample with reward 0. An episode whose model replica died
+after answering it (``ReplicaLost``) is an infrastructure failure: the
+scheduler runs it again from its first turn as a new attempt of the same
+task (up to ``max_attempts``), and its sample is read from the attempt that
+finished, so it is neither lost nor counted twice.
 
 A resumed process is a new incarnation, so its ids never meet those of the
 process it replaces; that one's unfinished tasks stay as they were left.
