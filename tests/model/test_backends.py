@@ -159,7 +159,7 @@ async def test_replay_bash_only_and_empty_and_missing_task() -> None:
 def test_every_model_config_has_its_tag() -> None:
     members = typing.get_args(typing.get_args(ModelConfig)[0])
     tags = {m.model_fields["type"].default for m in members}
-    assert tags == {"replay", "openai", "transformers", "scripted"}
+    assert tags == {"replay", "openai", "vllm", "sglang", "transformers", "scripted"}
     adapter: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
     cfg = adapter.validate_python({"type": "openai", "base_url": "http://h/v1", "model": "m"})
     assert isinstance(cfg, OpenAIModelConfig)
