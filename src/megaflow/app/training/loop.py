@@ -41,6 +41,7 @@ from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.probe import check_tokenizer
+from megaflow.app.training.refill import refill_step
 from megaflow.app.training.rollouts import Batch, Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
@@ -194,6 +195,15 @@ class TrainLoop:
             _check_usable(batch, step, self.run_id)
             flat = 0 if has_signal(batch) else flat + 1
             _check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
+            if tc.algorithm.dynamic_sampling:  # groups without signal are filtered: refill
+                batch = (
+                    await refill_step(
+                        rollouts, batch, name=round_name(self.incarnation, step),
+                        pool=self.splits.train, used=set(self.plan.batch(step)),
+                        need=tc.prompts_per_step, rounds=tc.algorithm.refill_rounds,
+                        samples=self.cfg.samples, seed=tc.seed, step=step, say=self.say,
+                    )
+                ).batch  # fmt: skip
             groups, stale = apply_staleness(
                 batch.groups, self.version, max_staleness=tc.max_staleness,
                 stale=tc.stale, decay=tc.reweight_decay,

@@ -150,6 +150,14 @@ class _Algo(_Cfg):
         description="Leave groups whose advantages are all 0 out of the step entirely (they "
         "no longer count in the loss normaliser); the loop refills the batch.",
     )
+    refill_rounds: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="With dynamic_sampling, at most this many extra rollout rounds of "
+        "prompts_per_step new prompts the loop runs to bring a step's groups with signal "
+        "up to prompts_per_step; 0: no refill.",
+    )
     overlong_filter: bool = Field(
         False,
         description="Leave samples cut off at the token limit out of the loss (they still "
