@@ -15,7 +15,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from megaflow.app.training.probe import PROBE, check_tokenizer, trainer_ids
-from megaflow.core.errors import InvalidInput, ModelError
+from megaflow.core.errors import ConfigError, InvalidInput, ModelError
 from megaflow.core.weight_group import WeightGroup, plan_buckets
 from megaflow.model.client import InProcessModelClient
 from megaflow.model.config import VLLMModelConfig
@@ -186,3 +186,13 @@ def test_the_fixture_tokenizer_knows_the_recorded_ids(tiny: Path) -> None:
     tok = AutoTokenizer.from_pretrained(tiny)
     assert tok.decode([22, 44, 13]) == "fix the bug"
     assert tok.eos_token_id == 2
+
+
+async def test_a_missing_tokenizer_is_a_config_error_naming_the_field(tmp_path: Path) -> None:
+    cfg = VLLMModelConfig(
+        base_url="http://127.0.0.1:1", model="policy", tokenizer=str(tmp_path / "none")
+    )
+    with pytest.raises(ConfigError, match=r"^model\.tokenizer: .* is not a directory") as err:
+        async with make_model_client(cfg):
+            pass
+    assert err.value.errors == [("model.tokenizer", "no such directory")]

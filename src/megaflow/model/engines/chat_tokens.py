@@ -37,7 +37,7 @@ class ChatTokens:
         path = Path(self.tokenizer_dir)
         if not path.is_dir():
             raise ConfigError(
-                f"tokenizer {self.tokenizer_dir!r} is not a directory; name the served "
+                f"model.tokenizer: {self.tokenizer_dir!r} is not a directory; name the served "
                 f"model's directory (the trainer's train.policy)",
                 [("model.tokenizer", "no such directory")],
             )
