@@ -13,7 +13,8 @@ import asyncio
 
 import pytest
 
-from megaflow.core.errors import InfraError, ModelError, ReplicaLost, TransportError
+from megaflow.config import parse_config
+from megaflow.core.errors import ConfigError, InfraError, ModelError, ReplicaLost, TransportError
 from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion
 from megaflow.model.config import HealthCheckConfig, OpenAIModelConfig
 from megaflow.model.control import LocalModelControl
@@ -180,3 +181,18 @@ def test_the_config_builds_a_router_with_health_checks() -> None:
     assert router.monitor is not None
     assert router.monitor.config == HealthCheckConfig(interval_s=1, timeout_s=2, failures=3)
     assert make_model_service(cfg.model_copy(update={"health": None})).router.monitor is None
+
+
+def test_a_bad_health_config_names_the_field() -> None:
+    raw = {
+        "tasks": {"type": "inline", "tasks": [{"id": "t"}]},
+        "model": {
+            "type": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+            "health": {"interval_s": 0, "failures": 0, "timeout": 1},
+        },
+    }  # fmt: skip
+    with pytest.raises(ConfigError) as bad:
+        parse_config(raw)
+    assert [field for field, _ in bad.value.errors] == [
+        "model.health.interval_s", "model.health.failures", "model.health.timeout",
+    ]  # fmt: skip
