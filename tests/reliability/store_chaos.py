@@ -58,7 +58,7 @@ def graded_job(tmp: Path, storage: dict[str, Any], **over: Any) -> dict[str, Any
         "storage": {
             "metadata": {"type": "sqlite", "path": str(tmp / "m.db")},
             "artifacts": {"type": "local", "root": str(tmp / "art")},
-            "outage": {"deadline_s": 90, "backoff_max_s": 1.0},
+            "outage": {"deadline_s": 90, "backoff_max_s": 1.0, "spool_dir": str(tmp / "spool")},
             **storage,
         },
     }

@@ -16,15 +16,20 @@ and the books are the same as above.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import ErrorKind
 from megaflow.storage.postgres import PostgresMetadataStore
 from tests.reliability.conftest import LeakCheck
+from tests.reliability.ledger import check_ledger, read_ledger
 from tests.reliability.store_chaos import (
+    LIMIT,
     KillablePostgres,
     RunProcess,
     check_graded_books,
@@ -80,7 +85,8 @@ async def test_postgres_gone_past_the_deadline_stops_then_resume_finishes(
 ) -> None:
     with killable_postgres() as pg:
         storage = pg_storage(pg, "kill2")
-        storage["outage"] = {"deadline_s": 5, "backoff_max_s": 1.0}
+        spool = tmp_path / "spool"
+        storage["outage"] = {"deadline_s": 5, "backoff_max_s": 1.0, "spool_dir": str(spool)}
         run = RunProcess(tmp_path, graded_job(tmp_path, storage))
         try:
             leaks.watch(run.proc.pid)
@@ -99,6 +105,10 @@ async def test_postgres_gone_past_the_deadline_stops_then_resume_finishes(
         assert "Traceback" not in out, out[-4000:]
         # the deadline, plus one connect timeout (10 s) for the last try, plus teardown
         assert stopped_s < 5 + 10 + 20, stopped_s
+        # the writes the store missed (finished tasks' results) were kept locally
+        kept = [json.loads(line) for f in spool.glob("*.jsonl") for line in f.open()]
+        kept_results = {i["task_id"]: i for e in kept if e["kind"] == "results" for i in e["items"]}
+        assert kept_results, "no result was kept while PostgreSQL was away"
         pg.start()
         async with PostgresMetadataStore(pg.dsn, schema="kill2") as md:
             run_id = next(r.id for r in await md.list_runs() if not r.id.endswith("-control"))
@@ -110,11 +120,19 @@ async def test_postgres_gone_past_the_deadline_stops_then_resume_finishes(
         finally:
             resumed.kill()
         assert code == 0, resumed.output[-4000:]
+        assert not list(spool.glob("*.jsonl")), "the resume did not write what was kept"
         async with PostgresMetadataStore(pg.dsn, schema="kill2") as md:
             for run_ in await md.list_runs():
-                recs = await md.list_tasks(run_.id)
-                assert all(r.state.terminal for r in recs), [(r.id, r.state) for r in recs]
-                for res in await md.list_results(run_.id):
-                    control = run_.id.endswith("-control")
+                control = run_.id.endswith("-control")
+                led = await read_ledger(md, run_.id)
+                check_ledger(led, LIMIT)
+                assert led.states == {TaskState.SUCCEEDED: LIMIT}, (run_.id, led.states)
+                for tid, res in led.results.items():
                     assert res.reward == (0.0 if control else 1.0), res
+                    atts = led.attempts[tid]
+                    if tid in kept_results:  # finished while the store was away: not run again
+                        assert len(atts) == 1, (tid, atts)
+                        assert res.model_dump(mode="json") == kept_results[tid]
+                    else:  # at most the attempt in flight at the stop, lost, then one more
+                        assert [a.error_kind for a in atts[:-1]] in ([], [ErrorKind.INFRA_LOST])
         assert "Traceback" not in resumed.output, resumed.output[-4000:]

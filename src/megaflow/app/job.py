@@ -247,9 +247,10 @@ class Job(Lifecycle):
                     fut.cancel()
                     with contextlib.suppress(asyncio.CancelledError, MegaFlowError):
                         await fut
-        if waiting.done() and not waiting.cancelled():
-            return waiting.result()
-        raise self._stopped_by(outage.result())
+        finished = waiting.done() and not waiting.cancelled() and waiting.exception() is None
+        if not finished and outage.done() and not outage.cancelled():
+            raise self._stopped_by(outage.result())
+        return waiting.result()
 
     async def _wait_runs(self) -> dict[str, dict[TaskState, int]]:
         return {rid: await self.sched.wait(rid) for rid in self.run_ids}

@@ -275,6 +275,11 @@ class OutageConfig(_Cfg):
     )
     backoff_base_s: float = Field(0.2, gt=0, description="Wait before the first retry.")
     backoff_max_s: float = Field(5.0, gt=0, description="Longest wait between two retries.")
+    spool_dir: str = Field(
+        ".megaflow/spool",
+        description="Where a finished task's metadata writes are kept when the metadata "
+        "store is given up; the next start of that store (--resume) writes them.",
+    )
     min_free_mb: int = Field(
         64,
         ge=0,

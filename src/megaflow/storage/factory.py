@@ -27,6 +27,7 @@ from megaflow.storage.retrying import (
     RetryingMetadataStore,
     RetryingTaskQueue,
 )
+from megaflow.storage.spool import Spool
 
 
 def make_metadata_store(cfg: MetadataConfig) -> MetadataStore:
@@ -74,7 +75,9 @@ class Stores(Lifecycle):
         md, art = cfg.metadata, cfg.artifacts
         return cls(
             metadata=RetryingMetadataStore(
-                make_metadata_store(md), outage("metadata", f"{md.type} {md.where()}")
+                make_metadata_store(md),
+                outage("metadata", f"{md.type} {md.where()}"),
+                Spool(cfg.outage.spool_dir, f"{md.type} {md.where()}") if md.kept() else None,
             ),
             queue=RetryingTaskQueue(make_queue(cfg.queue), outage("queue", _where(cfg.queue))),
             events=RetryingEventBus(

@@ -22,10 +22,10 @@ a run starts fails at once with its own error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from megaflow.core.errors import AlreadyExists, InvalidTransition
+from megaflow.core.errors import AlreadyExists, InvalidTransition, StoreUnavailable
 from megaflow.core.events import Event
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
@@ -40,15 +40,42 @@ from megaflow.storage.abstract import (
     Transition,
 )
 from megaflow.storage.outage import Outage
+from megaflow.storage.spool import Spool
 
 
 class RetryingMetadataStore(MetadataStore):
-    def __init__(self, inner: MetadataStore, outage: Outage) -> None:
+    """With a ``spool``, the writes of a finished attempt (its attempt record,
+    result and state changes) that the store could not take before its deadline
+    are kept on local disk (:mod:`megaflow.storage.spool`) and written by the
+    next ``start()``; reads still raise."""
+
+    def __init__(self, inner: MetadataStore, outage: Outage, spool: Spool | None = None) -> None:
         self.inner = inner
         self.outage = outage
+        self.spool = spool
 
     async def start(self) -> None:
         await self.inner.start()
+        if self.spool is not None:
+            try:
+                await self.spool.replay(self.inner)
+            except BaseException:
+                await self.inner.stop()
+                raise
+
+    async def _write(self, call: Callable[[], Awaitable[object]], keep: Callable[[], None]) -> None:
+        """``call`` (a write through the outage loop); once the store is given up
+        (or a write was kept before, whose order must hold), ``keep`` it instead."""
+        spool = self.spool
+        if spool is not None and spool.active:
+            keep()
+            return
+        try:
+            await call()
+        except StoreUnavailable:
+            if spool is None:
+                raise
+            keep()
 
     async def stop(self) -> None:
         await self.inner.stop()
@@ -109,10 +136,15 @@ class RetryingMetadataStore(MetadataStore):
                     return None
             return True  # every task is where the batch leads: the first try committed
 
-        await self.outage.call(
-            f"record {len(transitions)} state changes",
-            lambda: _none(self.inner.transition_many(transitions)),
-            settled,
+        if not transitions:
+            return
+        await self._write(
+            lambda: self.outage.call(
+                f"record {len(transitions)} state changes",
+                lambda: _none(self.inner.transition_many(transitions)),
+                settled,
+            ),
+            lambda: self._spool().transitions(transitions),
         )
 
     async def put_attempt(self, attempt: Attempt) -> None:
@@ -120,8 +152,11 @@ class RetryingMetadataStore(MetadataStore):
 
     async def put_attempts(self, attempts: Sequence[Attempt]) -> None:
         if attempts:
-            await self.outage.call(
-                f"record {len(attempts)} attempts", lambda: self.inner.put_attempts(attempts)
+            await self._write(
+                lambda: self.outage.call(
+                    f"record {len(attempts)} attempts", lambda: self.inner.put_attempts(attempts)
+                ),
+                lambda: self._spool().attempts(attempts),
             )
 
     async def list_attempts(self, task_id: str) -> list[Attempt]:
@@ -134,9 +169,16 @@ class RetryingMetadataStore(MetadataStore):
 
     async def put_results(self, results: Sequence[TaskResult]) -> None:
         if results:
-            await self.outage.call(
-                f"record {len(results)} results", lambda: self.inner.put_results(results)
+            await self._write(
+                lambda: self.outage.call(
+                    f"record {len(results)} results", lambda: self.inner.put_results(results)
+                ),
+                lambda: self._spool().results(results),
             )
+
+    def _spool(self) -> Spool:
+        assert self.spool is not None
+        return self.spool
 
     async def get_result(self, task_id: str) -> TaskResult:
         return await self.outage.call(
