@@ -4,7 +4,10 @@ Prints the held-out reward before training, one line per step (reward mean,
 loss, KL, weights version, staleness, seconds), the held-out reward after
 each evaluation round, and at the end where the PNG curve and its JSON went.
 ``--resume RUN`` continues RUN from its last checkpoint with the same config;
-``--no-updates`` runs the same loop without optimizer steps (the control).
+``--no-updates`` runs the same loop without optimizer steps; ``--control
+shuffled`` the same loop with each group's rewards permuted before the
+advantages (a control whose updates carry no signal; ``megaflow train
+compare`` sets a run against it).
 """
 
 from __future__ import annotations
@@ -38,6 +41,20 @@ def train(
     no_updates: bool = typer.Option(
         False, "--no-updates", help="The same loop without optimizer steps (a control run)."
     ),
+    control: str | None = typer.Option(
+        None,
+        "--control",
+        help="Override train.control: 'shuffled' permutes each group's rewards before the "
+        "advantages (the control arm), 'none' trains on them as graded.",
+    ),
+    curve: Path | None = typer.Option(
+        None, "--curve", help="Override train.curve: where the PNG curve goes (JSON beside it)."
+    ),
+    eval_before: bool | None = typer.Option(
+        None,
+        "--eval-before/--no-eval-before",
+        help="Override train.eval_before: evaluate the held-out split before the first step.",
+    ),
     steps: int | None = typer.Option(None, "--steps", min=1, help="Override train.steps."),
     mode: str | None = typer.Option(None, "--mode", help="Override train.mode: sync or async."),
 ) -> None:
@@ -57,6 +74,16 @@ def train(
         update: dict[str, object] = {}
         if no_updates:
             update["updates"] = False
+        if control is not None:
+            if control not in ("none", "shuffled"):
+                raise ConfigError(
+                    f"--control must be none or shuffled, not {control!r}", [("--control", control)]
+                )
+            update["control"] = control
+        if curve is not None:
+            update["curve"] = str(curve)
+        if eval_before is not None:
+            update["eval_before"] = eval_before
         if steps is not None:
             update["steps"] = steps
         if mode is not None:
@@ -78,19 +105,20 @@ def train(
     console.print(
         f"train run [bold]{run_id}[/]: {tc.steps} steps x {tc.prompts_per_step} "
         f"prompts x {cfg.samples} samples, {tc.mode}"
-        f"{'' if tc.updates else ', no updates (control)'}",
+        f"{'' if tc.updates else ', no updates (control)'}"
+        f"{', rewards shuffled in each group (control)' if tc.control == 'shuffled' else ''}",
         highlight=False,
     )
     try:
-        curve = asyncio.run(loop.run(resume=resume is not None))
+        result = asyncio.run(loop.run(resume=resume is not None))
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         fail(f"interrupted; continue with `megaflow train {config} --resume {run_id}`", EXIT_FAILED)
     except MegaFlowError as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
-    if curve.evals:
-        first, last = curve.evals[0], curve.evals[-1]
+    if result.evals:
+        first, last = result.evals[0], result.evals[-1]
         shown = [f"{e.reward_mean:.3f}" if e.reward_mean is not None else "none graded"
                  for e in (first, last)]  # fmt: skip
         console.print(

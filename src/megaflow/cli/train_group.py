@@ -4,8 +4,9 @@
 run CONFIG``: a first word that names no subcommand is taken as the run's
 config); ``megaflow train plan PLAN`` is the sharding planner (also
 ``megaflow plan``); ``megaflow train diagnose METRICS`` splits the steps'
-time per rank. A config file literally named ``plan``, ``run`` or
-``diagnose`` is given as ``./plan``.
+time per rank; ``megaflow train compare TRAINED CONTROL`` sets a run
+against its shuffled-reward control. A config file literally named ``plan``,
+``run``, ``diagnose`` or ``compare`` is given as ``./plan``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from megaflow.cli import train_cmd, train_diagnose_cmd, train_plan_cmd
+from megaflow.cli import train_cmd, train_compare_cmd, train_diagnose_cmd, train_plan_cmd
 
 _HELP = ("--help", "-h")
 
@@ -32,11 +33,13 @@ class RunByDefault(TyperGroup):
 app = typer.Typer(
     cls=RunByDefault,
     no_args_is_help=True,
-    help="Train with GRPO (`megaflow train CONFIG`), plan the sharding, diagnose the ranks.",
+    help="Train with GRPO (`megaflow train CONFIG`), compare a run with its control, plan "
+    "the sharding, diagnose the ranks.",
 )
 app.command("run")(train_cmd.train)
 app.command("plan")(train_plan_cmd.plan_cmd)
 app.command("diagnose")(train_diagnose_cmd.diagnose_cmd)
+app.command("compare")(train_compare_cmd.compare_cmd)
 
 
 def register(root: Any) -> None:

@@ -59,6 +59,16 @@ class TrainingConfig(TrainerConfig):
         le=2,
         description="Sampling temperature of the held-out rounds (0: greedy); the agent's if None.",
     )
+    eval_greedy: bool = Field(
+        False,
+        description="Also decode each held-out task once greedily in every held-out round "
+        "(reported as 'greedy' beside the sampled pass@1).",
+    )
+    eval_before: bool = Field(
+        True,
+        description="Evaluate the held-out split before the first step (false: a control arm "
+        "that starts from the same weights as a run which already did).",
+    )
     mode: Literal["sync", "async"] = Field(
         "sync",
         description="sync: roll out, then train. async: the next steps' rollouts keep "
@@ -80,7 +90,12 @@ class TrainingConfig(TrainerConfig):
     )
     reweight_decay: float = Field(0.5, gt=0, le=1)
     updates: bool = Field(
-        True, description="false: the same loop without optimizer steps (the control)."
+        True, description="false: the same loop without optimizer steps (a control)."
+    )
+    control: Literal["none", "shuffled"] = Field(
+        "none",
+        description="shuffled: each group's graded rewards are permuted among its samples "
+        "before the advantages, so the updates carry no signal (the control arm).",
     )
     max_steps_without_signal: int | None = Field(
         5,

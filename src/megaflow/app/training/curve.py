@@ -33,13 +33,31 @@ class StepPoint(BaseModel):
 
 
 class EvalPoint(BaseModel):
+    """One held-out evaluation (``heldout.py``): the sampled round's pass@1 with its
+    95% interval, and, with ``train.eval_greedy``, the greedy round's resolved share."""
+
     model_config = ConfigDict(extra="forbid")
 
     step: int = Field(description="Steps trained before the round (0: before training).")
     weights_version: int
-    reward_mean: float | None = Field(description="None: no sample of the round was graded.")
-    samples: int = Field(description="Samples graded (masked ones excluded).")
+    reward_mean: float | None = Field(
+        None, description="Sampled pass@1 (mean of per-prompt means); None: nothing graded."
+    )
+    ci_low: float | None = Field(None, description="Lower end of pass@1's 95% interval.")
+    ci_high: float | None = Field(None, description="Upper end of pass@1's 95% interval.")
+    samples: int = Field(0, description="Samples graded (masked ones excluded).")
     masked: int = Field(0, description="Samples lost to the infrastructure.")
+    malformed: float | None = Field(
+        None, description="Share of graded sampled answers with a malformed model turn."
+    )
+    per_prompt: dict[str, float] = Field(
+        default_factory=dict, description="Each held-out instance's mean sampled reward."
+    )
+    greedy: float | None = Field(None, description="Share of greedy samples resolved.")
+    greedy_samples: int = Field(0, description="Greedy samples graded.")
+    greedy_malformed: float | None = Field(
+        None, description="Share of graded greedy answers with a malformed model turn."
+    )
 
 
 class Curve(BaseModel):
@@ -47,6 +65,7 @@ class Curve(BaseModel):
 
     run_id: str
     updates: bool = True
+    control: str = Field("none", description="train.control of the run: none or shuffled.")
     steps: list[StepPoint] = Field(default_factory=list)
     evals: list[EvalPoint] = Field(default_factory=list)
 
@@ -77,20 +96,38 @@ class Curve(BaseModel):
                     [s.reward_mean for s in self.steps],
                     color="tab:blue", alpha=0.6, label="train reward (step)",
                 )  # fmt: skip
-            graded = [(e.step, e.reward_mean) for e in self.evals if e.reward_mean is not None]
+            done = [e for e in self.evals if e.reward_mean is not None]
+            graded = [(e.step, e.reward_mean) for e in done if e.reward_mean is not None]
             if graded:
+                lows = [
+                    m - (e.ci_low if e.ci_low is not None else m)
+                    for e, (_, m) in zip(done, graded, strict=True)
+                ]
+                highs = [
+                    (e.ci_high if e.ci_high is not None else m) - m
+                    for e, (_, m) in zip(done, graded, strict=True)
+                ]
+                ax.errorbar(
+                    [step for step, _ in graded], [mean for _, mean in graded],
+                    yerr=[lows, highs], fmt="o-", color="tab:red", capsize=3,
+                    label="held-out pass@1 (sampled, 95% interval)",
+                )  # fmt: skip
+            greedy = [(e.step, e.greedy) for e in self.evals if e.greedy is not None]
+            if greedy:
                 ax.plot(
-                    [step for step, _ in graded],
-                    [mean for _, mean in graded],
-                    "o-", color="tab:red", label="held-out reward",
+                    [step for step, _ in greedy], [g for _, g in greedy],
+                    "s--", color="tab:green", label="held-out greedy",
                 )  # fmt: skip
             ax.set_xlabel("training step")
             ax.set_ylabel("reward")
             values = [s.reward_mean for s in self.steps] + [mean for _, mean in graded]
+            values += [g for _, g in greedy]
             ax.set_ylim(min([0.0, *values]) - 0.05, max([1.0, *values]) + 0.05)
             ax.grid(alpha=0.3)
             ax.legend(loc="best")
-            ax.set_title(f"{self.run_id}{'' if self.updates else ' (no updates)'}")
+            arm = "" if self.updates else " (no updates)"
+            arm += f" (control: {self.control} rewards)" if self.control != "none" else ""
+            ax.set_title(f"{self.run_id}{arm}")
             fig.tight_layout()
             fig.savefig(png)
         finally:

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from megaflow.app.job import Job
-from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
+from megaflow.app.training.control import apply_control
+from megaflow.app.training.curve import Curve, StepPoint
+from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.probe import check_tokenizer
@@ -100,7 +102,7 @@ class TrainLoop:
         )
         self.job = Job(cfg, run_id=run_id, config_dir=config_dir)
         self.incarnation = secrets.token_hex(3)
-        self.curve = Curve(run_id=run_id, updates=self.tc.updates)
+        self.curve = Curve(run_id=run_id, updates=self.tc.updates, control=self.tc.control)
         self.sync_s: list[float] = []
         self.trainer: Trainer  # started by run()
         self.sync: WeightSync  # built by run(), on the job's rollout model
@@ -129,7 +131,7 @@ class TrainLoop:
                 )
                 first = await self._restore() if resume else 1
                 rollouts = Rollouts(job, self.incarnation)
-                if not resume:
+                if not resume and self.tc.eval_before:
                     await self._evaluate(rollouts, 0)
                 await self._train(rollouts, first)
                 await trainer.wait_checkpoint()  # an asynchronous save still uploading
@@ -208,6 +210,7 @@ class TrainLoop:
                 batch.groups, self.version, max_staleness=tc.max_staleness,
                 stale=tc.stale, decay=tc.reweight_decay,
             )  # fmt: skip
+            groups = apply_control(tc.control, groups, tc.seed, step)
             stats: StepStats | None = None
             if tc.updates:
                 stats = await asyncio.to_thread(self.trainer.step, groups)
@@ -241,30 +244,13 @@ class TrainLoop:
         await self.trainer.save_checkpoint(self.job.stores.artifacts, state.model_dump(mode="json"))
 
     async def _evaluate(self, rollouts: Rollouts, step: int) -> None:
-        name = round_name(self.incarnation, step, held_out=True)
-        await rollouts.submit(
-            name, self.splits.held_out, self.tc.eval_samples, TaskType.EVAL, priority=1,
-            temperature=self.tc.eval_temperature,
+        tc = self.tc
+        point = await evaluate(
+            rollouts, self.incarnation, step, self.version, self.splits.held_out,
+            samples=tc.eval_samples, temperature=tc.eval_temperature, greedy=tc.eval_greedy,
         )  # fmt: skip
-        # The weights change only in a training step, so the round sees one version.
-        rewards, lost = await rollouts.scores(name)
-        point = EvalPoint(
-            step=step,
-            weights_version=self.version,
-            reward_mean=sum(rewards) / len(rewards) if rewards else None,
-            samples=len(rewards),
-            masked=lost,
-        )
         self.curve.evals.append(point)
-        what = "before training" if step == 0 else f"after step {step}"
-        gone = f", {point.masked} lost" if point.masked else ""
-        if point.reward_mean is None:  # not 0.000: nothing was graded
-            self.say(f"held-out reward {what}: no graded sample{gone} (weights v{self.version})")
-            return
-        self.say(
-            f"held-out reward {what}: {point.reward_mean:.3f} over {point.samples} samples"
-            f"{gone} (weights v{self.version})"
-        )
+        self.say(eval_line(point))
 
 
 def _check_usable(batch: Batch, step: int, run_id: str) -> None:

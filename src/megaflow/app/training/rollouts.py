@@ -76,10 +76,10 @@ class Rollouts:
         task_type: TaskType,
         priority: int = 0,
         temperature: float | None = None,
-    ) -> None:
-        """Queue round ``name``: ``samples`` tasks of each instance. Held-out rounds
-        take ``priority`` 1, so they run before queued rollouts of later steps;
-        ``temperature`` overrides the agent's sampling for these tasks."""
+    ) -> list[str]:
+        """Queue round ``name``: ``samples`` tasks of each instance, and return their ids.
+        Held-out rounds take ``priority`` 1, so they run before queued rollouts of later
+        steps; ``temperature`` overrides the agent's sampling for these tasks."""
         cfg, run = self.job.cfg, self.job.run_id
         specs = to_task_specs(
             instances, run, samples, task_type, priority=cfg.priority + priority,
@@ -97,6 +97,7 @@ class Rollouts:
         ]
         self._ids[name] = [s.id for s in specs]
         await self.job.submit_tasks(specs)
+        return [s.id for s in specs]
 
     async def scores(self, name: str) -> tuple[list[float], int]:
         """Wait for round ``name`` (a held-out one, whose trajectories keep no tokens);

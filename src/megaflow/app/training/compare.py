@@ -1,0 +1,102 @@
+"""A training run set against its control: did the signal, and not the updates, help?
+
+Both curves start from the same weights and are evaluated on the same
+held-out tasks. The verdict holds two checks:
+
+* **the control stays put**: the control's last sampled pass@1 lies inside
+  the 95% interval of pass@1 before training (the control's own first round,
+  else the trained run's, which evaluated the same weights);
+* **the run beats the control**: the paired difference of the last rounds'
+  per-prompt means (trained minus control) has a 95% interval above 0.
+
+``megaflow train compare TRAINED CONTROL`` prints :func:`table` and exits
+non-zero unless both hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from megaflow.app.training.curve import Curve, EvalPoint
+from megaflow.app.training.intervals import Estimate, paired_difference
+from megaflow.core.errors import InvalidInput
+
+
+def load_curve(path: Path) -> Curve:
+    """A ``curve.json`` (or the PNG beside it), or InvalidInput naming the file."""
+    js = path.with_suffix(".json")
+    try:
+        return Curve.model_validate_json(js.read_text())
+    except OSError as exc:
+        raise InvalidInput(f"{js}: cannot read the curve: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise InvalidInput(f"{js}: not a curve of megaflow train: {exc}") from exc
+
+
+def _estimate(p: EvalPoint, where: str) -> Estimate:
+    if p.reward_mean is None or p.ci_low is None or p.ci_high is None:
+        raise InvalidInput(f"{where}: its held-out round at step {p.step} graded no sample")
+    return Estimate(p.reward_mean, p.ci_low, p.ci_high, len(p.per_prompt))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    before: EvalPoint
+    trained: EvalPoint
+    control: EvalPoint
+    difference: Estimate
+
+    @property
+    def control_held(self) -> bool:
+        ctl = self.control.reward_mean
+        return ctl is not None and _estimate(self.before, "before").contains(ctl)
+
+    @property
+    def beats_control(self) -> bool:
+        return self.difference.low > 0
+
+    @property
+    def ok(self) -> bool:
+        return self.control_held and self.beats_control
+
+
+def compare(trained: Curve, control: Curve) -> Verdict:
+    """The verdict of ``trained`` against ``control`` (InvalidInput if either lacks
+    the held-out rounds it needs)."""
+    if control.control != "shuffled" or trained.control != "none":
+        raise InvalidInput(
+            f"compare a run (control none, here {trained.control!r}) with its shuffled "
+            f"control (here {control.control!r})"
+        )
+    for c in (trained, control):
+        if not c.evals or c.evals[-1].step == 0:
+            raise InvalidInput(f"run {c.run_id} has no held-out round after training")
+    first = control.evals[0] if control.evals[0].step == 0 else trained.evals[0]
+    if first.step != 0:
+        raise InvalidInput(f"neither {trained.run_id} nor {control.run_id} evaluated step 0")
+    t_last, c_last = trained.evals[-1], control.evals[-1]
+    _estimate(t_last, trained.run_id), _estimate(c_last, control.run_id)
+    diff = paired_difference(t_last.per_prompt, c_last.per_prompt)
+    return Verdict(first, t_last, c_last, diff)
+
+
+def _fig(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def table(v: Verdict) -> list[str]:
+    """The held-out figures of both arms, the difference, and the two checks."""
+    rows = [("before (v0)", v.before), ("trained", v.trained), ("control: shuffled", v.control)]
+    out = [f"{'held-out':<20}{'pass@1 [95% interval]':<26}{'greedy':>8}{'malformed':>11}"]
+    for name, p in rows:
+        est = _estimate(p, name).show()
+        label = f"{name} @{p.step}" if p.step else name
+        out.append(f"{label:<20}{est:<26}{_fig(p.greedy):>8}{_fig(p.malformed):>11}")
+    d = v.difference
+    out.append(f"trained - control over {d.n} prompts: {d.show()}")
+    out.append(
+        f"control within its interval before training: {'yes' if v.control_held else 'NO'}; "
+        f"trained beats control: {'yes' if v.beats_control else 'NO'}"
+    )
+    return out
