@@ -249,7 +249,10 @@ class LocalModelControl(ModelControl):
         if failed:
             served = {self._name(r): r.backend.weights_version for r in replicas}
             reasons = "; ".join(f"{self._name(r)}: {e}" for r, e in failed)
-            raise ModelError(
+            # a bad request refused alike by every replica stays a bad request (HTTP 400)
+            bad = len(failed) == len(replicas)
+            bad = bad and all(isinstance(e, InvalidInput) for _, e in failed)
+            raise (InvalidInput if bad else ModelError)(
                 f"{len(failed)} of {len(replicas)} backends {what} ({reasons}); "
                 f"versions served now: {served}"
             )
