@@ -45,7 +45,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def engine(tiny: Path) -> AsyncIterator[tuple[ReplayServer, InProcessModelClient]]:
     async with replay_server() as server:
         cfg = SGLangModelConfig(base_url=server.url, tokenizer=str(tiny))
+        server.expect(WEIGHTS["weight_version_default"])  # checked at start: the base model
         async with make_model_client(cfg) as client:
+            assert server.received.pop(0)[0] == "/get_weight_version"
             yield server, client
         server.check_done()
 
@@ -160,3 +162,13 @@ async def test_pause_continue_and_abort(
     await backend.engine.abort("rid-1")
     await backend.abort_all()
     assert await backend.engine.served_version() == 0
+
+
+async def test_an_engine_left_on_other_weights_is_refused_at_start(tiny: Path) -> None:
+    async with replay_server() as server:
+        server.expect(WEIGHTS["weight_version_2"])
+        cfg = SGLangModelConfig(base_url=server.url, tokenizer=str(tiny))
+        with pytest.raises(ModelError, match=r"sglang http://\S+ serves weights v2, not the base"):
+            async with make_model_client(cfg):
+                pass
+        server.check_done()

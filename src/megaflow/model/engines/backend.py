@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from megaflow.core.errors import InvalidInput, ModelError
+from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ModelError, TransportError
 from megaflow.model.abstract import Backend, CallContext, ChatRequest, Completion, Weights
 from megaflow.model.engines.abstract import (
     EngineAPI,
@@ -77,8 +77,20 @@ class EngineBackend(Backend):
         """The last checkpoint the engine loaded whole and its version, to roll back to."""
 
     async def start(self) -> None:
+        """Load the tokenizer and connect; an engine that reports serving other
+        weights than the base (a version left from an earlier run) is refused, since
+        MegaFlow counts every engine from version 0."""
         await asyncio.to_thread(self.tokens.load)
         await self.engine.start()
+        try:
+            served = await self.engine.served_version()
+        except (TransportError, MegaFlowTimeout):
+            return  # not up yet: the first call (megaflow train's start probe) reports it
+        if served is not None and served != self.weights_version:
+            raise ModelError(
+                f"{self.name} serves weights v{served}, not the base model (v0) a run starts "
+                f"from; restart it, or load the base model into it, before the run"
+            )
 
     async def stop(self) -> None:
         await self.engine.stop()
@@ -147,7 +159,10 @@ class EngineBackend(Backend):
 
     async def _confirm(self, version: int) -> None:
         """Take ``version`` as served, unless the engine reports another."""
-        served = await self.engine.served_version()
+        try:
+            served = await self.engine.served_version()
+        except (TransportError, MegaFlowTimeout):
+            return  # not up yet: the first call (megaflow train's start probe) reports it
         if served is not None and served != version:
             raise WeightsMixed(f"{self.name} reports weights v{served} after loading v{version}")
         self.weights_version = version
