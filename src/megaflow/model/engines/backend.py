@@ -108,14 +108,15 @@ class EngineBackend(Backend):
         )
 
     async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion:
-        await asyncio.to_thread(self.tokens.load)
+        if not self.tokens.loaded:
+            await asyncio.to_thread(self.tokens.load)
         if self._partial is not None:
             raise ModelError(
                 f"{self.name} holds a partial update to weights v{self._partial}; it answers "
                 f"again after a full update"
             )
         version = self.weights_version
-        prompt = self.tokens.prompt_ids(request, ctx)
+        prompt = await asyncio.to_thread(self.tokens.prompt_ids, request, ctx)
         out = await self.engine.generate(prompt, self.sampling(request), uuid.uuid4().hex)
         self._check(out, prompt)
         message, called = self.tokens.message(out.token_ids)

@@ -28,6 +28,10 @@ class ChatTokens:
         self.states = TokenStates(max_states)
         self._tok: Any = None
 
+    @property
+    def loaded(self) -> bool:
+        return self._tok is not None
+
     def load(self) -> None:
         """Read the tokenizer from its directory (nothing is downloaded)."""
         if self._tok is not None:
