@@ -1,80 +1,74 @@
-"""The learned scheduling policy: training time, decision latency, and JCT against the
-heuristics on trace families it was trained on and on families it never saw.
+"""The learned scheduling policy against fifo, priority and fair, by split: decision
+latency, and average / P99 JCT, longest wait and fragmentation on every trace family.
 
-Trains on ``TRAIN_FAMILIES`` (or evaluates ``--checkpoint``), then runs fifo,
-priority, fair and learned on the same traces of every family, with seeds the
-training never draws from (10,001 and up): once as the families are (runs of a
-type differ in length, ``run_sigma``) and once with every run of a type alike
-(``run_sigma`` 0, where nothing a scheduler sees tells a task's length beyond
-its type). Two hand-written rules over the learned policy's own candidates
-are listed for reference, not as baselines: least predicted work first, and
-highest response ratio (waited over predicted run time) first. Two more
-references know what the learned policy cannot, and bound it:
+Families are split three ways (``megaflow.sim.families``): the training families
+(held-out traces), the validation families (used while developing the policy and
+its wait bound) and the test families, evaluated once at the end and reported as
+they come out. Ten traces per family (seeds ``VALIDATION_SEEDS`` or ``TEST_SEEDS``),
+every policy on the same traces; figures are the mean over the traces with the
+standard deviation across them. 'Best heuristic' is the one of fifo, priority and
+fair with the lowest mean average JCT on the family; a policy is flagged where its
+mean P99 JCT or mean longest wait is more than 5% above that heuristic's.
 
-- least expected work: each task's exact expected work (CPU x its type's mean
-  length x its run's factor, :meth:`Family.expected_durations`), first. With
-  class means known, least expected work first is the non-preemptive order
-  that minimises average JCT on one server (the c-mu rule); no estimate from
-  feedback can know more of a task before it runs;
-- clairvoyant least work: every task's exact run time, which no scheduler
-  has, least work first.
+References (none is a lower bound, and none is a policy a scheduler could run):
 
-The peer of
-the decision latency is the priority policy, measured in the same run on the
-same queue.
+- learned, no wait bound: the same network without the bound, to show what the
+  bound costs and prevents;
+- expected-work order: each task's exact expected length (its type's mean times its
+  run's factor) known in advance, least expected work first, non-preemptive;
+- clairvoyant shortest-first: every task's exact length known, least work first,
+  non-preemptive;
+- preemptive SRPT, pooled: exact lengths, free preemption and resume, the fleet as
+  one machine (``megaflow.sim.srpt``).
+
+Decision latency: ``bench_scheduler.decision_p99`` (10,000 queued over 1,000
+instances), per planning round, the priority policy measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
-import random
+import math
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scheduler import decision_p99
 from megaflow.core.tasks import TaskSpec
 from megaflow.scheduler.config import LearnedPolicyConfig
-from megaflow.scheduler.learned_net import FEATURES, read_checkpoint, save_checkpoint
+from megaflow.scheduler.learned import LearnedPolicy
+from megaflow.scheduler.learned_net import read_checkpoint
 from megaflow.scheduler.policies import PriorityPolicy
 from megaflow.sim.engine import Simulator
-from megaflow.sim.families import EVAL_FAMILIES, FAMILIES, TRAIN_FAMILIES, TRAIN_SEEDS
-from megaflow.sim.gym_env import Episode, simulator
-from megaflow.sim.learn import TrainOptions, train
+from megaflow.sim.families import (
+    FAMILIES,
+    TEST_FAMILIES,
+    TEST_SEEDS,
+    TRAIN_FAMILIES,
+    VALIDATION_FAMILIES,
+    VALIDATION_SEEDS,
+)
+from megaflow.sim.gym_env import Episode
 from megaflow.sim.report import SimReport
+from megaflow.sim.srpt import srpt_pooled
 from megaflow.sim.studies import simulate
 from report import LOAD_AT_START, report
 
-if TYPE_CHECKING:
-    from megaflow.scheduler.learned_net import Array
-
 HEURISTICS = ("fifo", "priority", "fair")
-EVAL_SEEDS = (TRAIN_SEEDS + 1, TRAIN_SEEDS + 2, TRAIN_SEEDS + 3)
-
-
-def _mean(reports: list[SimReport], attr: str) -> float:
-    return statistics.fmean(getattr(r, attr) for r in reports)
-
-
-def _rule(column: str, sign: float) -> Callable[[Array, Array], int]:
-    """Pick the row with the highest ``sign * column``, best fit before spread on ties."""
-    col, spread = FEATURES.index(column), FEATURES.index("spread")
-    return lambda rows, state: int((sign * rows[:, col] - 1e-3 * rows[:, spread]).argmax())
-
-
-REFERENCES = {
-    "(ref) least work": _rule("predicted_work", -1.0),
-    "(ref) response ratio": _rule("waited_vs_predicted", 1.0),
-}
-EXPECTED, CLAIRVOYANT = "(ref) least expected work", "(ref) clairvoyant least work"
+UNBOUNDED = "(ref) learned, no wait bound"
+EXPECTED = "(ref) expected-work order"
+CLAIRVOYANT = "(ref) clairvoyant shortest-first"
+SRPT = "(ref) preemptive SRPT, pooled"
+POLICIES = (*HEURISTICS, "learned", UNBOUNDED, EXPECTED, CLAIRVOYANT, SRPT)
+SHIPPED = Path(__file__).resolve().parents[1] / "examples/policies/learned.safetensors"
+METRICS = (("avg_jct_s", "{:,.0f}"), ("p99_jct_s", "{:,.0f}"), ("max_wait_s", "{:,.0f}"),
+           ("fragmentation", "{:.1%}"))  # fmt: skip
 
 
 class KnownWorkFirst(PriorityPolicy):
@@ -89,157 +83,184 @@ class KnownWorkFirst(PriorityPolicy):
 
 
 def known_work(ep: Episode, durations: list[float]) -> SimReport:
-    """``ep`` with each row's work taken as CPU x ``durations[row]`` (the simulator's
-    task ids are ``t<row>``)."""
+    """``ep`` with each row's work taken as CPU x ``durations[row]`` (task ids ``t<row>``)."""
     work = {f"t{i}": t.cpu * d for i, (t, d) in enumerate(zip(ep.trace, durations, strict=True))}
     sim = Simulator(ep.config, ep.instances, ep.trace, options=ep.options,
                     policy=lambda: KnownWorkFirst(work))  # fmt: skip
     return asyncio.run(sim.run())
 
 
-def per_placement(rounds: list[tuple[int, int]]) -> str:
-    """Median and P99 CPU time per task placed, a round's time shared by its placements
-    (a round that placed nothing counts as one)."""
-    each = sorted(cpu / max(1, n) / 1000 for cpu, n in rounds for _ in range(max(1, n)))
-    return f"{statistics.median(each):,.0f} / {each[int(0.99 * len(each))]:,.0f} us"
+def run_family(
+    name: str, seeds: tuple[int, ...], checkpoint: str, cap: int
+) -> dict[str, list[SimReport]]:
+    fam = FAMILIES[name]
+    net = read_checkpoint(checkpoint)
+    got: dict[str, list[SimReport]] = {p: [] for p in POLICIES}
+    for seed in seeds:
+        ep = fam.episode(seed, min(fam.tasks, cap))
+        for p in (*HEURISTICS, "learned"):
+            got[p].append(simulate(p, ep.instances, ep.trace, checkpoint=checkpoint))
+        free = Simulator(ep.config, ep.instances, ep.trace,
+                         policy=lambda: LearnedPolicy(net, wait_bound=None))  # fmt: skip
+        got[UNBOUNDED].append(asyncio.run(free.run()))
+        got[EXPECTED].append(known_work(ep, fam.expected_durations(seed, ep.trace)))
+        got[CLAIRVOYANT].append(known_work(ep, [t.duration_s for t in ep.trace]))
+        got[SRPT].append(srpt_pooled(ep.instances, ep.trace))
+    return got
 
 
-def placed(rounds: list[tuple[int, int]]) -> str:
-    n = sorted(k for _, k in rounds)
-    return f"{statistics.fmean(n):.2f} / {n[int(0.99 * len(n))]}"
+def _mean(reps: list[SimReport], attr: str) -> float:
+    return statistics.fmean(getattr(r, attr) for r in reps)
+
+
+def _rel(x: float, base: float) -> float:
+    """``x`` over ``base``, minus 1 (0 when both are 0, infinite over a 0 base)."""
+    if base > 0:
+        return x / base - 1
+    return 0.0 if x <= 0 else math.inf
+
+
+def _cell(reps: list[SimReport], attr: str, fmt: str) -> str:
+    xs = [getattr(r, attr) for r in reps]
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{fmt.format(statistics.fmean(xs))} ± {fmt.format(sd)}"
+
+
+Verdict = tuple[str, str, float, float, float]
+"""(family, policy, avg, P99, longest wait), each relative to the best heuristic's."""
 
 
 def family_rows(
-    checkpoint: str, tasks: int | None, seeds: tuple[int, ...], *, alike: bool = False
-) -> tuple[list[list[str]], list[tuple[str, float, float]]]:
-    """Table rows, and for each unseen family (policy, avg, P99) over the best heuristic's,
-    for learned and the two references that know more."""
-    rows, unseen = [], []
-    for name in (*TRAIN_FAMILIES, *EVAL_FAMILIES):
-        fam = FAMILIES[name]
-        if alike:
-            fam = dataclasses.replace(fam, run_sigma=(0.0, 0.0))
-        names = (*HEURISTICS, "learned", *REFERENCES, EXPECTED, CLAIRVOYANT)
-        got: dict[str, list[SimReport]] = {p: [] for p in names}
-        for seed in seeds:
-            ep = fam.episode(seed, tasks)
-            for p in (*HEURISTICS, "learned"):
-                got[p].append(simulate(p, ep.instances, ep.trace, checkpoint=checkpoint))
-            for ref, rule in REFERENCES.items():
-                got[ref].append(asyncio.run(simulator(ep, rule).run()))
-            got[EXPECTED].append(known_work(ep, fam.expected_durations(seed, ep.trace)))
-            got[CLAIRVOYANT].append(known_work(ep, [t.duration_s for t in ep.trace]))
-        best = min(HEURISTICS, key=lambda p: _mean(got[p], "avg_jct_s"))
-        b_avg, b_p99 = _mean(got[best], "avg_jct_s"), _mean(got[best], "p99_jct_s")
-        seen = "trained on" if name in TRAIN_FAMILIES else "unseen"
-        for p, reps in got.items():
-            avg, p99 = _mean(reps, "avg_jct_s"), _mean(reps, "p99_jct_s")
-            vs = ""
-            if p not in HEURISTICS:
-                vs = f"{avg / b_avg - 1:+.1%} avg, {p99 / b_p99 - 1:+.1%} P99 vs {best}"
-            if p in ("learned", EXPECTED, CLAIRVOYANT) and name in EVAL_FAMILIES:
-                unseen.append((p, avg / b_avg - 1, p99 / b_p99 - 1))
-            rows.append([
-                f"{name} ({seen})" if p == "fifo" else "", p, f"{avg:,.0f}", f"{p99:,.0f}",
-                f"{_mean(reps, 'utilisation'):.1%}", vs,
-            ])  # fmt: skip
-    return rows, unseen
+    name: str, label: str, got: dict[str, list[SimReport]]
+) -> tuple[list[list[str]], list[Verdict]]:
+    best = min(HEURISTICS, key=lambda p: _mean(got[p], "avg_jct_s"))
+    b = {a: _mean(got[best], a) for a in ("avg_jct_s", "p99_jct_s", "max_wait_s")}
+    rows, verdicts = [], []
+    cv = _mean(got["fifo"], "exec_cv")
+    for p, reps in got.items():
+        d = [_rel(_mean(reps, a), b[a]) for a in ("avg_jct_s", "p99_jct_s", "max_wait_s")]
+        vs = "best heuristic" if p == best else ""
+        if p not in HEURISTICS or p != best:
+            worse = d[1] > 0.05 or d[2] > 0.05
+            vs = f"{d[0]:+.1%} / {d[1]:+.1%} / {d[2]:+.1%}" + (" **WORSE TAIL**" if worse else "")
+        if p != best:
+            verdicts.append((name, p, d[0], d[1], d[2]))
+        first = f"{name} ({label}; exec CV {cv:.0%})" if p == POLICIES[0] else ""
+        rows.append([first, p, *(_cell(reps, a, f) for a, f in METRICS), vs])
+    return rows, verdicts
 
 
 def _table(rows: list[list[str]]) -> str:
-    head = "| family | policy | JCT avg s | JCT P99 s | util | vs best heuristic |"
-    return "\n".join(
-        [head, "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)]
-    )
+    head = ("| family | policy | JCT avg s | JCT P99 s | longest wait s | fragmentation | "
+            "vs best heuristic: avg / P99 / longest wait |")  # fmt: skip
+    return "\n".join([head, "|---|---|---|---|---|---|---|",
+                      *("| " + " | ".join(r) + " |" for r in rows)])  # fmt: skip
 
 
-def _verdict(unseen: list[tuple[str, float, float]]) -> str:
-    def line(who: str, policy: str) -> str:
-        got = [(a, p) for name, a, p in unseen if name == policy]
-        avg = statistics.fmean(a for a, _ in got)
-        met = sum(1 for a, p in got if a <= -0.2 and p <= 0.0)
-        each = ", ".join(f"{a:+.1%} / {p:+.1%}" for a, p in got)
-        return (
-            f"{who} against the best heuristic on the {len(got)} unseen families: "
-            f"{avg:+.1%} average JCT on average (average / P99 by family: {each}); "
-            f"target (-20% or better, P99 no worse) met on {met} of {len(got)}."
-        )
+def summary(split: str, verdicts: list[Verdict]) -> str:
+    lines = []
+    for who in ("learned", UNBOUNDED, EXPECTED, CLAIRVOYANT, SRPT):
+        got = [v for v in verdicts if v[1] == who]
+        if not got:
+            continue
+        safe = [v for v in got if v[3] <= 0.05 and v[4] <= 0.05]
+        met = [v for v in safe if v[2] <= -0.2]
+        each = ", ".join(f"{v[0]} {v[2]:+.1%} / {v[3]:+.1%} / {v[4]:+.1%}" for v in got)
+        avg = statistics.fmean(v[2] for v in got)
+        lines.append(
+            f"- {who} on the {split} families: average JCT {avg:+.1%} "
+            f"on average; P99 and longest wait within 5% of the best heuristic's on "
+            f"{len(safe)} of {len(got)}; that and average JCT 20% lower on {len(met)} of "
+            f"{len(got)} (avg / P99 / longest wait by family: {each})."
+        )  # fmt: skip
+    return "\n".join(lines)
 
-    return "\n\n".join([
-        line("Learned", "learned"), line("Least expected work (exact run means)", EXPECTED),
-        line("Clairvoyant least work", CLAIRVOYANT),
-    ])  # fmt: skip
+
+def split_section(
+    title: str, families: tuple[str, ...], results: dict[str, dict[str, list[SimReport]]],
+    label: str,
+) -> str:  # fmt: skip
+    rows: list[list[str]] = []
+    verdicts: list[Verdict] = []
+    for name in families:
+        r, v = family_rows(name, label, results[name])
+        rows += r
+        verdicts += v
+    return f"### {title}\n\n{_table(rows)}\n\n{summary(label, verdicts)}"
+
+
+def _job(job: tuple[str, tuple[int, ...], str, int]) -> tuple[str, dict[str, list[SimReport]]]:
+    name, seeds, checkpoint, cap = job
+    t0 = time.perf_counter()
+    got = run_family(name, seeds, checkpoint, cap)
+    print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return name, got
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="Small runs, for a smoke test.")
-    ap.add_argument("--checkpoint", help="Evaluate this checkpoint instead of training one.")
-    ap.add_argument("--iterations", type=int, help="Training iterations (default 150).")
-    ap.add_argument("--tasks", type=int, help="Tasks per trace (default: each family's own).")
+    ap.add_argument("--checkpoint", default=str(SHIPPED), help="The policy to evaluate.")
+    ap.add_argument("--split", choices=("all", "validation", "test"), default="all",
+                    help="all: training and validation families, then the test ones.")  # fmt: skip
+    ap.add_argument("--seeds", type=int, default=10, help="Traces per family (10).")
+    ap.add_argument("--tasks", type=int, default=4000, help="At most this many tasks a trace.")
+    ap.add_argument("--samples", type=int, default=5000, help="Planning rounds timed.")
+    ap.add_argument("--jobs", type=int, default=2, help="Processes simulating families.")
     args = ap.parse_args()
-    quick = args.quick
-    tasks = args.tasks or (300 if quick else None)
-    if args.checkpoint:
-        ckpt_path = args.checkpoint
-        meta = read_checkpoint(ckpt_path).meta
-    else:
-        fams = [FAMILIES[n] for n in TRAIN_FAMILIES]
-
-        def episodes(rng: random.Random) -> Episode:
-            return rng.choice(fams).episode(rng.randrange(TRAIN_SEEDS), 200 if quick else 1000)
-
-        iters = args.iterations or (3 if quick else 150)
-        opts = TrainOptions(iterations=iters, rollouts=3, seed=0, horizon=5.0, tail=2.0)
-        ckpt, _ = train(episodes, opts, meta={"families": list(TRAIN_FAMILIES)})
-        ckpt_path = str(Path(tempfile.mkdtemp()) / "learned.safetensors")
-        save_checkpoint(ckpt, ckpt_path)
-        meta = ckpt.meta
-    samples = 500 if quick else 5_000
-    learned_cfg = LearnedPolicyConfig(checkpoint=ckpt_path)
+    ckpt = args.checkpoint
+    meta = read_checkpoint(ckpt).meta
+    learned_cfg = LearnedPolicyConfig(checkpoint=ckpt)
     t0 = time.perf_counter()
     l_rounds: list[tuple[int, int]] = []
-    p_rounds: list[tuple[int, int]] = []
-    l_med, l_p99, l_cpu = decision_p99(samples=samples, policy=learned_cfg, rounds=l_rounds)
-    p_med, p_p99, p_cpu = decision_p99(samples=samples, rounds=p_rounds)
+    l_med, l_p99, l_cpu = decision_p99(samples=args.samples, policy=learned_cfg, rounds=l_rounds)
+    p_med, p_p99, p_cpu = decision_p99(samples=args.samples)
     latency = time.perf_counter() - t0
+    placed = sorted(n for _, n in l_rounds)
     rows = [
-        ["training", f"{meta.get('train_seconds', 0):,.0f} s wall, "
-         f"{meta.get('iterations', 0)} iterations, {meta.get('decisions', 0):,} decisions",
-         f"on {', '.join(meta.get('families', []))}"],
-        ["decision, 10,000 queued over 1,000 instances: learned (median / P99 wall / "
-         "P99 CPU)", f"{l_med:,.0f} / {l_p99:,.0f} / {l_cpu:,.0f} us", "P99 <= 1,000 us"],
-        ["  peer: priority, same queue", f"{p_med:,.0f} / {p_p99:,.0f} / {p_cpu:,.0f} us", ""],
-        ["  per task placed, CPU (median / P99): learned; priority",
-         f"{per_placement(l_rounds)}; {per_placement(p_rounds)}", "P99 <= 1,000 us"],
-        ["  tasks placed per round (mean / P99): learned; priority",
-         f"{placed(l_rounds)}; {placed(p_rounds)}", ""],
+        ["checkpoint", f"{Path(ckpt).name}: {meta.get('iterations', 0)} iterations, "
+         f"{meta.get('decisions', 0):,} decisions on {', '.join(meta.get('families', []))}", ""],
+        ["planning round, 10,000 queued over 1,000 instances: learned (median / P99 wall / "
+         "P99 CPU)", f"{l_med:,.0f} / {l_p99:,.0f} / {l_cpu:,.0f} us", "P99 < 1,000 us"],
+        ["  peer: priority, same queue (median / P99 wall / P99 CPU)",
+         f"{p_med:,.0f} / {p_p99:,.0f} / {p_cpu:,.0f} us", ""],
+        ["  tasks placed per round by learned (mean / P99)",
+         f"{statistics.fmean(placed):.2f} / {placed[int(0.99 * len(placed))]}", ""],
     ]  # fmt: skip
-    seeds = EVAL_SEEDS[:1] if quick else EVAL_SEEDS
-    fam_rows, unseen = family_rows(ckpt_path, tasks, seeds)
-    alike_rows, unseen_alike = family_rows(ckpt_path, tasks, seeds, alike=True)
-    sigma = {n: FAMILIES[n].run_sigma for n in (*TRAIN_FAMILIES, *EVAL_FAMILIES)}
+    seeds_v = VALIDATION_SEEDS[: args.seeds]
+    seeds_t = TEST_SEEDS[: args.seeds]
+    splits: list[tuple[str, tuple[str, ...], tuple[int, ...], str]] = []
+    if args.split in ("all", "validation"):
+        splits += [("Training families (held-out traces)", TRAIN_FAMILIES, seeds_v, "training"),
+                   ("Validation families", VALIDATION_FAMILIES, seeds_v, "validation")]  # fmt: skip
+    if args.split in ("all", "test"):
+        splits.append(("Test families (evaluated once, at the end)", TEST_FAMILIES, seeds_t,
+                       "test"))  # fmt: skip
+    jobs = [(n, seeds, ckpt, args.tasks) for _, names, seeds, _ in splits for n in names]
+    t1 = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = dict(pool.map(_job, jobs))
+    sims = time.perf_counter() - t1
+    sections = [split_section(t, names, results, label) for t, names, _, label in splits]
     about = "\n".join(
-        f"- `{n}`: {FAMILIES[n].about}; run_sigma {sigma[n][0]:g}-{sigma[n][1]:g}"
-        for n in (*TRAIN_FAMILIES, *EVAL_FAMILIES)
+        f"- `{n}`: {FAMILIES[n].about}; {FAMILIES[n].instances} instances, "
+        f"{min(FAMILIES[n].tasks, args.tasks):,} tasks a trace"
+        for n in (*TRAIN_FAMILIES, *VALIDATION_FAMILIES, *TEST_FAMILIES)
     )
     notes = (
-        f"Decision latency: {samples:,} planning rounds, each after one running task ends and "
-        f"one task arrives ({latency:.0f} s for both policies); a round places every task "
-        "that fits (one network pass each for learned); wall P99 includes time waiting "
-        "for a core on a loaded machine, the CPU-time P99 does not. JCT figures are in "
-        "simulated time and do not depend on the machine's load. Families: mean of "
-        f"{len(seeds)} traces each (seeds from 10,001, never drawn in training), every "
-        "policy on the same trace; 'best heuristic' is the one of fifo, priority, fair with "
-        "the lowest average JCT on that family. Target on unseen families: 20% lower "
-        "average JCT than the best heuristic, P99 no worse."
+        f"Decision latency: {args.samples:,} planning rounds per policy ({latency:.0f} s), each "
+        "after one running task ends and one task arrives; a round places every task that "
+        "fits; the wall P99 includes time waiting for a core on a loaded machine, the CPU "
+        "P99 does not. JCT, waits and fragmentation are simulated time and do not depend on "
+        f"the machine's load ({sims:.0f} s wall for the simulations, {args.jobs} processes). "
+        f"Each cell: mean ± standard deviation over {args.seeds} traces. "
+        "Fragmentation: free room no waiting task fits, as a share of the fleet, in its "
+        "bottleneck resource, sampled after placement every 16 planning rounds that leave "
+        "tasks waiting. exec CV: the coefficient of variation of execution time within a "
+        "(type, run); the simulator runs a task for its traced length wherever it is placed, "
+        "so it is the trace's spread, the same for every policy. The wait bound is the "
+        "configured default (wait_bound 1.0, wait_floor_s 60)."
     )
-    extra = (
-        "### JCT by trace family (runs of a type differ: each family's run_sigma)\n\n"
-        f"{_table(fam_rows)}\n\n{_verdict(unseen)}\n\n"
-        "### The same families with every run of a type alike (run_sigma 0)\n\n"
-        f"{_table(alike_rows)}\n\n{_verdict(unseen_alike)}\n\nFamilies:\n\n{about}"
-    )
+    extra = "\n\n".join([*sections, f"Families:\n\n{about}"])
     report("learned", "Learned scheduling policy", ["figure", "measured", "target"], rows,
            notes, load_before=LOAD_AT_START, extra_md=extra)  # fmt: skip
 

@@ -56,7 +56,7 @@ class LearnedPolicyConfig(_Cfg):
     )
     seed: int = Field(0, description="Seed of the sampling when greedy is false.")
     wait_bound: float = Field(
-        2.0,
+        1.0,
         gt=0,
         description="No task waits more than this many expected run times beyond the point "
         "where the fair policy would have started it: overdue tasks are placed before the "

@@ -101,7 +101,7 @@ class LearnedPolicy(SchedulingPolicy):
         seed: int = 0,
         max_classes: int = 32,
         chooser: Chooser | None = None,
-        wait_bound: float | None = 2.0,
+        wait_bound: float | None = 1.0,
         wait_floor_s: float = 60.0,
     ) -> None:
         """``wait_bound``: a waiting task is placed ahead of the network's choice once it
