@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import torch
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
+from megaflow.core.errors import ConfigError, PluginError
 from megaflow.train.algorithms import config as algo_config
 from megaflow.train.algorithms.registry import registered
 from megaflow.train.config import MOVED, TrainerConfig
+from tests.train.conftest import sample
 from tests.train_loop.conftest import train_config, write_config
 
 
@@ -26,11 +30,11 @@ def test_every_algorithm_has_its_tag_and_builds() -> None:
     for member in _members():
         tag = member.model_fields["type"].default
         tags.add(tag)
-        extra = {"max_tokens": 8} if tag == "dr_grpo" else {}
+        extra = {"dr_grpo": {"max_tokens": 8}, "custom": {"advantage": "rloo"}}.get(tag, {})
         cfg = TrainerConfig.model_validate({"algorithm": {"type": tag, **extra}})
         assert type(cfg.algorithm) is member
         assert cfg.algorithm.build(kl_coef=0.0) is not None
-    assert tags == {"grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp"}
+    assert tags == {"grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "custom"}
     assert TrainerConfig().algorithm.type == "grpo"  # the default
     assert registered() == {
         "advantages": ["grpo", "reinforce_pp", "rloo"],
@@ -80,3 +84,40 @@ def test_the_cli_exits_2_on_a_moved_knob(tmp_path: Path) -> None:
     assert done.exit_code == 2, done.output
     assert "train.clip_eps moved to train.algorithm.clip_eps" in done.output
     assert "Traceback" not in done.output
+
+
+def doubled(rewards: Sequence[torch.Tensor], *, factor: float = 2.0) -> list[torch.Tensor]:
+    """A plug-in estimator: the reward minus the group mean, times ``factor``."""
+    return [(r - r.mean()) * factor for r in rewards]
+
+
+def test_custom_combines_registered_names_and_plug_ins_by_dotted_path() -> None:
+    cfg = TrainerConfig.model_validate(
+        {"algorithm": {"type": "custom", "advantage": "rloo", "policy_loss": "gspo"}}
+    )
+    algo = cfg.algorithm.build()
+    assert algo.prepare([[sample("a", 1.0), sample("b", 0.0)]]).scored[0].advantage == 1.0
+    plug = TrainerConfig.model_validate(
+        {"algorithm": {"type": "custom", "advantage": f"{__name__}.doubled",
+                       "advantage_options": {"factor": 3.0}}}
+    )  # fmt: skip
+    got = plug.algorithm.build().prepare([[sample("a", 1.0), sample("b", 0.0)]])
+    assert [s.advantage for s in got.scored] == [1.5, -1.5]
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "field"),
+    [
+        ({"advantage": "nope"}, "train.algorithm.advantage"),
+        ({"advantage": "grpo", "policy_loss": "nope"}, "train.algorithm.policy_loss"),
+        ({"advantage": "grpo", "advantage_options": {"bogus": 1}}, "train.algorithm.advantage"),
+    ],
+)
+def test_a_bad_custom_algorithm_is_a_config_error(algorithm: dict[str, object], field: str) -> None:
+    cfg = TrainerConfig.model_validate({"algorithm": {"type": "custom", **algorithm}})
+    with pytest.raises(ConfigError, match=field):
+        cfg.algorithm.build()
+    with pytest.raises(PluginError):
+        TrainerConfig.model_validate(
+            {"algorithm": {"type": "custom", "advantage": "no_such_module.fn"}}
+        ).algorithm.build()

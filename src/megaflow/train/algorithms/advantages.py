@@ -21,7 +21,9 @@ def _flat(r: torch.Tensor) -> bool:
 
 
 @register_advantage("grpo")
-def grpo(rewards: Sequence[torch.Tensor], *, scale_std: bool, std_eps: float) -> list[torch.Tensor]:
+def grpo(
+    rewards: Sequence[torch.Tensor], *, scale_std: bool = True, std_eps: float = 1e-6
+) -> list[torch.Tensor]:
     """``r - mean(group)``, divided by the group's population std + ``std_eps``
     when ``scale_std`` (GRPO); without it, Dr. GRPO's advantage."""
     out = []
@@ -50,7 +52,10 @@ def rloo(rewards: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 @register_advantage("reinforce_pp")
 def reinforce_pp(
-    rewards: Sequence[torch.Tensor], *, baseline: Literal["batch", "group"], std_eps: float
+    rewards: Sequence[torch.Tensor],
+    *,
+    baseline: Literal["batch", "group"] = "batch",
+    std_eps: float = 1e-6,
 ) -> list[torch.Tensor]:
     """REINFORCE++: subtract the baseline (each group's mean for 'group'), then
     normalise over every sample of the batch: ``(a - mean) / (std + std_eps)``

@@ -10,6 +10,7 @@ only then)::
     algorithm: {type: gspo}
     algorithm: {type: rloo}
     algorithm: {type: reinforce_pp, baseline: group}
+    algorithm: {type: custom, advantage: rloo, policy_loss: gspo}
 
 Every algorithm shares the PPO-style knobs (``clip_eps``, ``clip_eps_high``,
 ``dual_clip``, ``log_ratio_clamp``), the sampler/trainer mismatch
@@ -185,7 +186,7 @@ class _Algo(_Cfg):
         from megaflow.train.algorithms.registry import advantage_estimator, policy_loss_fn
 
         return Algorithm(
-            advantage=advantage_estimator(advantage, **adv_params),
+            advantage=advantage_estimator(advantage, adv_params),
             policy_loss=policy_loss_fn(policy_loss),
             clip=Clip(self.clip_eps, self.clip_high, self.dual_clip, self.log_ratio_clamp),
             agg=agg,
@@ -319,7 +320,45 @@ class ReinforcePPConfig(_Algo):
         )  # fmt: skip
 
 
+class CustomAlgorithmConfig(_Algo):
+    """Any estimator with any policy loss, each a registered name or a plug-in's
+    function by dotted path (``megaflow.train.algorithms.registry``)."""
+
+    type: Literal["custom"] = Field("custom", description="This algorithm's tag.")
+    advantage: str = Field(
+        description="A registered estimator (grpo, rloo, reinforce_pp) or a dotted path."
+    )
+    advantage_options: dict[str, object] = Field(
+        default_factory=dict,
+        description="Keyword arguments of the estimator (grpo: scale_std, std_eps).",
+    )
+    policy_loss: str = Field(
+        "ppo", description="A registered policy loss (ppo, gspo) or a dotted path."
+    )
+    loss_agg: Literal["token", "sequence", "constant"] = Field(
+        "token", description="'token', 'sequence' or 'constant', as for grpo."
+    )
+    max_tokens: int | None = Field(None, ge=1, description="The 'constant' normaliser.")
+
+    @model_validator(mode="after")
+    def _constant(self) -> CustomAlgorithmConfig:
+        _need_max_tokens(self.loss_agg, self.max_tokens)
+        return self
+
+    def build(self, *, kl_coef: float = 0.0) -> Algorithm:
+        return self._build(
+            self.advantage, self.policy_loss, self.loss_agg, kl_coef=kl_coef,
+            max_tokens=self.max_tokens, **self.advantage_options,
+        )  # fmt: skip
+
+
 AlgorithmConfig = Annotated[
-    GrpoConfig | DrGrpoConfig | DapoConfig | GspoConfig | RlooConfig | ReinforcePPConfig,
+    GrpoConfig
+    | DrGrpoConfig
+    | DapoConfig
+    | GspoConfig
+    | RlooConfig
+    | ReinforcePPConfig
+    | CustomAlgorithmConfig,
     Field(discriminator="type"),
 ]

@@ -17,8 +17,10 @@ which tokens the clip cut::
 
 An algorithm config names one of each (``megaflow.train.algorithms.config``);
 the worker calls the built :class:`Algorithm` without knowing which. The
-built-in ones live in :mod:`.advantages` and :mod:`.losses`; a plug-in
-registers its own by importing this module.
+built-in ones live in :mod:`.advantages` and :mod:`.losses`. A name with a
+dot is a plug-in's function by dotted path (``package.module.function``,
+through :func:`megaflow.core.plugins.load_object`); ``{type: custom}``
+combines any estimator with any loss.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from megaflow.core.errors import ConfigError
+from megaflow.core.plugins import load_object
 
 if TYPE_CHECKING:
     import torch
@@ -67,21 +72,44 @@ def _builtins() -> None:
     from megaflow.train.algorithms import advantages, losses  # noqa: F401  (they register)
 
 
-def _get(table: dict[str, Callable[..., Any]], what: str, name: str) -> Callable[..., Any]:
+def _get(
+    table: dict[str, Callable[..., Any]], what: str, name: str, field: str
+) -> Callable[..., Any]:
+    if "." in name or ":" in name:
+        fn = load_object(name)
+        if not callable(fn):
+            raise ConfigError(f"{field}: {name!r} is not a function", [(field, "not callable")])
+        return fn  # type: ignore[no-any-return]
     _builtins()
     if name not in table:
-        raise KeyError(f"no {what} named {name!r}; registered: {', '.join(sorted(table))}")
+        known = ", ".join(sorted(table))
+        raise ConfigError(
+            f"{field}: no {what} named {name!r}; registered: {known}, or a dotted path",
+            [(field, f"unknown {what}")],
+        )
     return table[name]
 
 
-def advantage_estimator(name: str, **params: Any) -> AdvantageFn:
-    """The estimator ``name`` with its keyword parameters bound."""
-    return functools.partial(_get(_ADVANTAGES, "advantage estimator", name), **params)
+def advantage_estimator(
+    name: str, params: dict[str, Any] | None = None, field: str = "train.algorithm.advantage"
+) -> AdvantageFn:
+    """The estimator ``name`` (registered, or a dotted path) with ``params`` bound."""
+    import torch
+
+    est = functools.partial(_get(_ADVANTAGES, "advantage estimator", name, field), **(params or {}))
+    try:  # wrong options fail here, naming the field, not in the first step
+        est([torch.tensor([1.0, 0.0], dtype=torch.float64)])
+    except TypeError as exc:
+        raise ConfigError(
+            f"{field}: the estimator {name!r} does not take these options: {exc}",
+            [(field, "options the estimator does not take")],
+        ) from None
+    return est
 
 
-def policy_loss_fn(name: str) -> PolicyLossFn:
-    """The policy loss ``name``."""
-    return _get(_POLICY_LOSSES, "policy loss", name)
+def policy_loss_fn(name: str, field: str = "train.algorithm.policy_loss") -> PolicyLossFn:
+    """The policy loss ``name`` (registered, or a dotted path)."""
+    return _get(_POLICY_LOSSES, "policy loss", name, field)
 
 
 def registered() -> dict[str, list[str]]:
