@@ -14,7 +14,7 @@ import torch
 
 from megaflow.train.algorithms.algorithm import STAT_FIELDS, Algorithm
 from megaflow.train.algorithms.batch import PaddedBatch, collate
-from megaflow.train.algorithms.config import OverlongPenalty
+from megaflow.train.algorithms.options import OverlongPenalty
 from megaflow.train.config import TrainerConfig
 from megaflow.train.samples import TrainingSample
 from tests.train.conftest import sample
