@@ -21,7 +21,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from megaflow.app.training.staleness import apply_staleness
-from megaflow.core.trajectory import Trajectory
+from megaflow.core.trajectory import ModelCall, Trajectory
 from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
 from megaflow.model.transformers_lm import TransformersBackend, build_tiny_model
@@ -85,3 +85,56 @@ async def test_a_turn_in_flight_finishes_on_the_old_weights_and_the_sample_count
     kept, report = apply_staleness([group], 1, max_staleness=0, stale="drop")
     assert kept == []  # one live sample left: no GRPO signal, the group goes
     assert (report.dropped, report.groups_dropped) == (2, 1)
+
+
+async def test_resume_cuts_the_turn_at_the_update_and_finishes_it_on_the_new_weights(
+    tiny: Path,
+) -> None:
+    old = AutoModelForCausalLM.from_pretrained(tiny, local_files_only=True).eval()
+    new = AutoModelForCausalLM.from_pretrained(tiny, local_files_only=True).eval()
+    perturb(new, seed=1)
+    cfg = TransformersModelConfig(
+        model=str(tiny), max_new_tokens=6, temperature=1.0, update_in_flight="resume"
+    )
+    tid = "run/task/0/a1"
+    async with make_model_client(cfg) as client:
+        backend = client.service.router.replicas[0].backend
+        assert isinstance(backend, TransformersBackend)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the code"}]
+        first = await client.chat(messages, trajectory_id=tid, seed=1)
+        messages += [first.message, {"role": "tool", "content": "test the code"}]
+        second = asyncio.ensure_future(
+            client.chat(messages, trajectory_id=tid, seed=2, max_tokens=200)
+        )
+        while not backend._lock.locked():  # noqa: ASYNC110 - the backend exposes no event
+            await asyncio.sleep(0.001)
+        await client.control.update_weights(new.state_dict(), 1)  # does not wait for turn 2
+        answer = await second
+        messages += [answer.message, {"role": "tool", "content": "write a patch"}]
+        await client.chat(messages, trajectory_id=tid, seed=3)
+        calls = await client.calls(tid)
+    cut = calls[1]
+    assert cut.segments is not None
+    (done, v0), (rest, v1) = cut.segments  # tokens kept, each part's version
+    assert (v0, v1) == (0, 1)
+    assert done >= 1
+    assert rest >= 1
+    assert done + rest == len(cut.token_ids or [])
+    assert cut.weights_version == 0  # the oldest part
+    ids, lps = cut.token_ids or [], cut.logprobs or []
+    assert_same_logprobs(old, {"prompt_token_ids": cut.prompt_token_ids,
+                               "token_ids": ids[:done], "logprobs": lps[:done]})  # fmt: skip
+    assert_same_logprobs(new, {"prompt_token_ids": (cut.prompt_token_ids or []) + ids[:done],
+                               "token_ids": ids[done:], "logprobs": lps[done:]})  # fmt: skip
+    assert [c.weights_version for c in calls] == [0, 0, 1]
+    assert [c.segments for c in (calls[0], calls[2])] == [None, None]
+    stored = ModelCall.model_validate_json(cut.model_dump_json())
+    assert stored.segments == cut.segments
+
+    traj = Trajectory(id=tid, task_id="run/task/0", run_id="run", steps=list(calls))
+    sample = sample_from_trajectory(traj, 1.0, group_id="run/task")  # token-in across the cut
+    assert sample.weights_version == 0
+    fresh = sample.model_copy(update={"sample_id": "run/task/1", "weights_version": 1})
+    kept, report = apply_staleness([[sample, fresh]], 1, max_staleness=0, stale="reweight")
+    assert [s.weight for s in kept[0]] == [0.5, 1.0]
+    assert (report.staleness_max, report.reweighted) == (1, 1)

@@ -35,6 +35,11 @@ class ModelCall(Model):
     token_ids: list[int] | None = Field(None, description="The completion's token ids.")
     logprobs: list[float] | None = Field(None, description="Logprob of each completion token.")
     weights_version: int | None = Field(None, description="Weights version that answered.")
+    segments: list[tuple[int, int]] | None = Field(
+        None,
+        description="(tokens, weights version) of each part of a completion an update cut "
+        "short and the new weights finished, in order; weights_version is the oldest.",
+    )
     started_at: float = Field(default_factory=time.time)
     duration_s: float = 0.0
 

@@ -78,6 +78,9 @@ class Completion(BaseModel):
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     weights_version: int | None = None
+    segments: list[tuple[int, int]] | None = None
+    """(tokens, weights version) of each part of an answer that an update cut and the new
+    weights finished (:mod:`megaflow.model.partial`); None for an answer of one version."""
     model: str = ""
 
     @property

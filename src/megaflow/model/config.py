@@ -255,6 +255,13 @@ class TransformersModelConfig(_Routed):
     max_token_states: int = Field(
         1024, ge=1, description="Trajectories whose tokens are kept for token-in prompts."
     )
+    update_in_flight: Literal["finish", "resume"] = Field(
+        "finish",
+        description="A generation in flight when new weights arrive: 'finish' completes it "
+        "on the old weights; 'resume' stops it at its next token and finishes it on the new "
+        "weights, keeping its tokens and recording each segment's version "
+        "(megaflow.model.partial).",
+    )
 
     def backends(self) -> list[Backend]:
         from megaflow.model.transformers_lm import TransformersBackend
@@ -265,6 +272,7 @@ class TransformersModelConfig(_Routed):
                 max_new_tokens=self.max_new_tokens,
                 temperature=self.temperature,
                 max_token_states=self.max_token_states,
+                update_in_flight=self.update_in_flight,
             )
         ]
 

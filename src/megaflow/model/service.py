@@ -173,6 +173,7 @@ class ModelService:
             token_ids=completion.token_ids,
             logprobs=completion.logprobs,
             weights_version=completion.weights_version,
+            segments=completion.segments,
             started_at=started,
             duration_s=time.perf_counter() - t0,
         )

@@ -24,7 +24,9 @@ New weights (:meth:`TransformersBackend.update_weights`, a state dict or a
 checkpoint path or URI; or broadcast by the trainer into staging tensors,
 ``update_weights_from_group``) are copied into the live model under the lock
 generation holds, so a generation in flight finishes, and reports, on the
-version it started with.
+version it started with; with ``update_in_flight: resume`` it is stopped at
+its next token instead and finished on the new weights as a partial rollout
+(:mod:`megaflow.model.partial`).
 
 :func:`build_tiny_model` writes a small random-weights GPT-2 with a
 word-level tokenizer, for tests and demos where no weights can be fetched.
@@ -50,6 +52,7 @@ from megaflow.model.abstract import (
     Completion,
     Weights,
 )
+from megaflow.model.partial import Rollout, UpdateInFlight, UpdateSignal
 from megaflow.model.token_in import TokenState, TokenStates, continuation_text, normalize, tools_key
 from megaflow.model.weights import GroupSlot
 
@@ -85,8 +88,10 @@ class TransformersBackend(Backend):
         max_new_tokens: int = 256,
         temperature: float = 0.0,
         max_token_states: int = 1024,
+        update_in_flight: UpdateInFlight = "finish",
     ):
         self.model_dir = model_dir
+        self.update_in_flight = update_in_flight
         self.name = f"transformers:{Path(model_dir).name}"
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -96,6 +101,7 @@ class TransformersBackend(Backend):
         self._tok: Any = None
         self._lock = asyncio.Lock()
         self._group = GroupSlot(self.name)
+        self._update = UpdateSignal()
 
     async def start(self) -> None:
         if self._model is None:
@@ -159,30 +165,47 @@ class TransformersBackend(Backend):
             "top_k": int(top_k) if isinstance(top_k, int) and top_k > 0 else 0,
         }
 
-    def _generate(self, request: ChatRequest, ctx: CallContext) -> Completion:
+    def _generate(
+        self, request: ChatRequest, ctx: CallContext, rollout: Rollout | None = None
+    ) -> Completion | Rollout:
+        """One segment of the answer: the whole of it, or (``update_in_flight:
+        resume``) the part before a weights update stopped it, to be resumed."""
         import torch
 
+        if rollout is None:
+            if request.seed is not None:
+                torch.manual_seed(request.seed)  # the process's generator: one at a time
+            rollout = Rollout(
+                prompt=self.prompt_ids(request, ctx),
+                limit=request.token_limit or self.max_new_tokens,
+                sampling=self._sampling(request),
+            )
         version = self.weights_version
-        prompt = self.prompt_ids(request, ctx)
-        if request.seed is not None:
-            torch.manual_seed(request.seed)  # the process's generator: one generation at a time
         pad = self._tok.pad_token_id
         if pad is None:
             pad = self._tok.eos_token_id
-        sampling = self._sampling(request)
+        resume = self.update_in_flight == "resume"
+        extra = {"stopping_criteria": self._update.stopping_criteria()} if resume else {}
+        fed = rollout.fed
         with torch.no_grad():
             out = self._model.generate(
-                input_ids=torch.tensor([prompt]),
-                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                max_new_tokens=request.token_limit or self.max_new_tokens,
+                input_ids=torch.tensor([fed]),
+                attention_mask=torch.ones(1, len(fed), dtype=torch.long),
+                max_new_tokens=rollout.remaining,
                 return_dict_in_generate=True,
                 output_logits=True,
                 pad_token_id=pad,
-                **sampling,
+                **rollout.sampling,
+                **extra,
             )
-        new_ids = [int(t) for t in out.sequences[0, len(prompt) :].tolist()]
-        logprobs = sampled_logprobs(out.logits, new_ids, sampling.get("temperature", 1.0))
+        ids = [int(t) for t in out.sequences[0, len(fed) :].tolist()]
+        temperature = rollout.sampling.get("temperature", 1.0)
+        logprobs = sampled_logprobs(out.logits, ids, temperature)
         eos = self._tok.eos_token_id
+        rollout.add(ids, logprobs, version, stopped=resume and self._update.up, eos=eos)
+        if rollout.cut:
+            return rollout
+        prompt, new_ids, logprobs = rollout.prompt, rollout.ids, rollout.logprobs
         finish = "stop" if new_ids and new_ids[-1] == eos else "length"
         content, calls = parse_tool_calls(self._tok.decode(new_ids, skip_special_tokens=True))
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -209,20 +232,26 @@ class TransformersBackend(Backend):
             prompt_token_ids=prompt,
             token_ids=new_ids,
             logprobs=logprobs,
-            weights_version=version,
+            weights_version=rollout.versions[0] if rollout.segments else version,
+            segments=rollout.segments if len(rollout.segments) > 1 else None,
             model=self.name,
         )
 
     async def complete(self, request: ChatRequest, ctx: CallContext) -> Completion:
         if self._model is None:
             await self.start()
-        async with self._lock:
-            try:
-                return await asyncio.to_thread(self._generate, request, ctx)
-            except ModelError:
-                raise
-            except Exception as exc:  # torch and tokenizer errors, e.g. a too long prompt
-                raise ModelError(f"{self.name} failed to generate: {exc!r}") from exc
+        rollout: Rollout | None = None
+        while True:  # more than once only when an update cut the generation short
+            async with self._lock:
+                try:
+                    out = await asyncio.to_thread(self._generate, request, ctx, rollout)
+                except ModelError:
+                    raise
+                except Exception as exc:  # torch and tokenizer errors, e.g. a too long prompt
+                    raise ModelError(f"{self.name} failed to generate: {exc!r}") from exc
+            if isinstance(out, Completion):
+                return out
+            rollout = out  # the update waiting on the lock swaps now; then the rest
 
     async def update_weights(self, weights: Weights, version: int) -> None:
         """Copy ``weights`` into the live model; calls queued after this one see ``version``."""
@@ -233,10 +262,18 @@ class TransformersBackend(Backend):
         await self._swap(weights, version)
 
     async def _swap(self, tensors: Mapping[str, Any], version: int) -> None:
-        from megaflow.model.weights import swap_weights
-
         if self._model is None:
             await self.start()
+        if self.update_in_flight == "resume":
+            self._update.raise_()  # generations stop at their next token and wait behind us
+        try:
+            await self._swap_locked(tensors, version)
+        finally:
+            self._update.lower()
+
+    async def _swap_locked(self, tensors: Mapping[str, Any], version: int) -> None:
+        from megaflow.model.weights import swap_weights
+
         async with self._lock:
             if version <= self.weights_version:
                 raise InvalidInput(
