@@ -126,9 +126,11 @@ def run_megaflow(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings) -> 
 
     from megaflow.train.worker import RankWorker
 
-    worker = RankWorker(
-        policy, TrainerConfig(lr=s.lr, temperature=s.temperature, seed=s.seed, micro_batch=32)
+    # TRL steps the optimizer on every batch, signal or not: so does MegaFlow here
+    config = TrainerConfig(
+        lr=s.lr, temperature=s.temperature, seed=s.seed, micro_batch=32, step_without_signal=True
     )
+    worker = RankWorker(policy, config)
     tok = AutoTokenizer.from_pretrained(policy)
     sampler = Sampler(worker.model, tok, s.max_new)
     side = Side("MegaFlow")
