@@ -1,0 +1,30 @@
+"""Grading: the seam that turns an attempt's final state into a reward.
+
+``abstract`` holds the :class:`Grader` protocol and the report types,
+``config`` one config per grader (``grading.type``), ``reward`` the one
+reward rule; ``swebench``, ``script`` and ``python_fn`` are the graders.
+See docs/tasks-format.md.
+"""
+
+from megaflow.grading.abstract import Grader, GradingAttempt, Report, Taken, Verdict
+from megaflow.grading.config import (
+    GraderConfig,
+    PythonGraderConfig,
+    ScriptGraderConfig,
+    SwebenchGraderConfig,
+)
+from megaflow.grading.reward import reward_of, sample_reward
+
+__all__ = [
+    "Grader",
+    "GraderConfig",
+    "GradingAttempt",
+    "PythonGraderConfig",
+    "Report",
+    "ScriptGraderConfig",
+    "SwebenchGraderConfig",
+    "Taken",
+    "Verdict",
+    "reward_of",
+    "sample_reward",
+]

@@ -1,0 +1,99 @@
+"""``grading``: how a run's tasks are graded, one config per grader.
+
+The ``type`` tag names the grader (``swebench`` when absent, so older configs
+keep their meaning); each config builds its grader (``build``), importing its
+module only then::
+
+    grading: {strict: true}                                  # swebench
+    grading: {type: script, timeout_s: 600}                  # Harbor's tests/test.sh
+    grading: {type: python, function: mypkg.rewards.exact_match}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from megaflow.datasets.config import GradingConfig
+
+if TYPE_CHECKING:
+    from megaflow.grading.abstract import Grader
+    from megaflow.grading.swebench import CalibrationCache
+
+
+class SwebenchGraderConfig(GradingConfig):
+    """SWE-bench instances: the candidate patch graded in a fresh sandbox prepared
+    from the task's source, through MegaFlow's reporter (docs/tasks-format.md)."""
+
+    type: Literal["swebench"] = Field("swebench", description="This grader's tag.")
+
+    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+        from megaflow.grading.swebench import SwebenchGrader
+
+        return SwebenchGrader(self, calibrations)
+
+
+class ScriptGraderConfig(BaseModel):
+    """A verifier script (Harbor's ``tests/test.sh``) run in a fresh sandbox of the
+    task's image against the agent's final files, writing its reward where only
+    it can: ``reward.txt`` (a number) or ``reward.json`` (named numbers)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["script"] = Field("script", description="This grader's tag.")
+    tests_dir: str = Field("/tests", description="Where the task's tests go in the verifier.")
+    reward_dir: str = Field(
+        "/logs/verifier", description="Where the verifier writes reward.txt or reward.json."
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="Longest verifier run; None: the task's own (task.toml)."
+    )
+    max_state_mb: int = Field(
+        256, ge=1, le=65_536, description="Largest final state (the workdir as a tar) taken."
+    )
+
+    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+        from megaflow.grading.script import ScriptGrader
+
+        return ScriptGrader(self)
+
+
+class PythonGraderConfig(BaseModel):
+    """A reward function, named by dotted path, called on the host with the task's
+    payload and the agent's final answer (its submission) or patch, never with
+    anything else of its sandbox: ``fn(payload, answer) -> float | dict[str, float]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["python"] = Field("python", description="This grader's tag.")
+    function: str = Field(description="``package.module.function`` (or ``module:function``).")
+    on: Literal["answer", "message", "patch"] = Field(
+        "answer",
+        description="What is graded: 'answer' the file answer_file of the workdir (read as "
+        "data), 'message' the agent's last message, 'patch' its git diff against the "
+        "payload's base_commit.",
+    )
+    answer_file: str = Field("answer.txt", description="With on: answer, the file read.")
+    timeout_s: float = Field(60, gt=0, description="Longest call of the function.")
+    max_answer_kb: int = Field(256, ge=1, le=65_536, description="Largest answer or patch.")
+
+    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+        from megaflow.grading.python_fn import PythonGrader
+
+        return PythonGrader(self)
+
+
+def _tag(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("type", "swebench"))
+    return str(getattr(value, "type", "swebench"))
+
+
+GraderConfig = Annotated[
+    Annotated[SwebenchGraderConfig, Tag("swebench")]
+    | Annotated[ScriptGraderConfig, Tag("script")]
+    | Annotated[PythonGraderConfig, Tag("python")],
+    Discriminator(_tag),
+]
+"""Every grader's config: the union is the list of graders."""
