@@ -14,6 +14,7 @@ rollout) is not implemented.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ from transformers import AutoModelForCausalLM
 
 from megaflow.app.training.staleness import apply_staleness
 from megaflow.core.trajectory import ModelCall, Trajectory
+from megaflow.model.abstract import ChatRequest, Completion
 from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
+from megaflow.model.gateway import completion_body
+from megaflow.model.openai_compat import OpenAIBackend
 from megaflow.model.transformers_lm import TransformersBackend, build_tiny_model
 from megaflow.train.samples import sample_from_trajectory
 from tests.train.test_weight_sync_engine import assert_same_logprobs, perturb
@@ -138,3 +142,20 @@ async def test_resume_cuts_the_turn_at_the_update_and_finishes_it_on_the_new_wei
     kept, report = apply_staleness([[sample, fresh]], 1, max_staleness=0, stale="reweight")
     assert [s.weight for s in kept[0]] == [0.5, 1.0]
     assert (report.staleness_max, report.reweighted) == (1, 1)
+
+
+def test_the_segments_of_a_partial_rollout_cross_the_gateway() -> None:
+    """An engine in another process: its gateway's ``megaflow`` extension carries the
+    segments, and the ``openai`` client (weight sync ``megaflow``) records them."""
+    cut = Completion(
+        message={"role": "assistant", "content": "x"}, prompt_token_ids=[1, 2],
+        token_ids=[3, 4, 5], logprobs=[-1.0, -2.0, -3.0], weights_version=0,
+        segments=[(2, 0), (1, 1)],
+    )  # fmt: skip
+    body = json.loads(json.dumps(completion_body(cut, "default")))
+    assert body["megaflow"]["segments"] == [[2, 0], [1, 1]]
+    client = OpenAIBackend("http://127.0.0.1:9/v1", "default", weight_sync="megaflow")
+    got = client._parse(body, ChatRequest(messages=[{"role": "user", "content": "hi"}]), 0)
+    assert (got.segments, got.weights_version) == ([(2, 0), (1, 1)], 0)
+    whole = completion_body(cut.model_copy(update={"segments": None}), "default")
+    assert "segments" not in whole["megaflow"]

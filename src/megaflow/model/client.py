@@ -183,6 +183,7 @@ class HttpModelClient(ModelClient):
                 token_ids=ext.get("token_ids"),
                 logprobs=ext.get("logprobs"),
                 weights_version=ext.get("weights_version"),
+                segments=ext.get("segments"),
                 model=str(data.get("model", "")),
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:

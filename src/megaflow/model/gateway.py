@@ -91,12 +91,14 @@ def completion_body(completion: Completion, request_model: str) -> dict[str, Any
             "total_tokens": completion.prompt_tokens + completion.completion_tokens,
         },
     }
-    ext = {
+    ext: dict[str, Any] = {
         "prompt_token_ids": completion.prompt_token_ids,
         "token_ids": completion.token_ids,
         "logprobs": completion.logprobs,
         "weights_version": completion.weights_version,
     }
+    if completion.segments is not None:  # a partial rollout: each part's version
+        ext["segments"] = completion.segments
     if any(v is not None for v in ext.values()):
         body["megaflow"] = ext
     return body

@@ -229,6 +229,7 @@ class OpenAIBackend(Backend):
             logprobs = [float(x) for x in ext["logprobs"]] if ext.get("logprobs") else None
             if ext.get("weights_version") is not None:
                 version = int(ext["weights_version"])
+        segments = ext.get("segments") if isinstance(ext, dict) else None
         return Completion(
             message=message,
             finish_reason=choice.get("finish_reason") or "stop",
@@ -242,6 +243,7 @@ class OpenAIBackend(Backend):
             token_ids=[int(t) for t in token_ids] if token_ids else None,
             logprobs=logprobs,
             weights_version=version,
+            segments=[(int(n), int(v)) for n, v in segments] if segments else None,
             model=str(data.get("model", self.model)),
         )
 
