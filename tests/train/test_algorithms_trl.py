@@ -108,9 +108,12 @@ def _trl(
         inputs["ref_per_token_logps"] = ref
     if is_mode is not None:  # TRL's own recipe: the trainer's logprobs are the PPO base
         inputs["old_per_token_logps"] = x.detach()
-        ratio = torch.exp((x.detach() - old) * mask)
+        diff = (x.detach() - old) * mask
+        if is_mode.startswith("sequence"):
+            diff = diff.sum(-1, keepdim=True)
+        ratio = torch.exp(diff)
         lo, hi = is_clip
-        if is_mode == "token_truncate":
+        if is_mode.endswith("truncate"):
             ratio = ratio.clamp(min=lo, max=hi)
         else:
             out = (ratio < (lo or -math.inf)) | (ratio > (hi or math.inf))
@@ -140,6 +143,17 @@ CASES = [
     (
         {"type": "grpo", "correction": {"type": "icepop", "low": 0.5, "high": 2.0}},
         {"loss_type": "bnpo", "is_mode": "token_mask", "is_clip": (0.5, 2.0)},
+    ),
+    (
+        {"type": "grpo", "correction": {"type": "tis", "cap": 2.0, "level": "sequence"}},
+        {"loss_type": "bnpo", "is_mode": "sequence_truncate", "is_clip": (None, 2.0)},
+    ),
+    (
+        {
+            "type": "grpo",
+            "correction": {"type": "icepop", "low": 0.5, "high": 2.0, "level": "sequence"},
+        },
+        {"loss_type": "bnpo", "is_mode": "sequence_mask", "is_clip": (0.5, 2.0)},
     ),
     ({"type": "rloo"}, {"loss_type": "bnpo"}),
     ({"type": "reinforce_pp", "baseline": "group"}, {"loss_type": "bnpo"}),

@@ -99,8 +99,9 @@ def _lucky(instance_id: str) -> bool:
 
 
 @pytest.mark.slow
-async def test_async_loop_refills_every_step_to_its_batch(
-    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("mode", ["async", "sync"])
+async def test_the_loop_refills_every_step_to_its_batch(
+    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """The rollouts, sandboxes, grading and trainer are real; the rewards are then set
     by a rule (half the prompts get (1, 0, ...), the rest stay flat), as the random
@@ -119,7 +120,8 @@ async def test_async_loop_refills_every_step_to_its_batch(
 
     monkeypatch.setattr(Rollouts, "collect", collect)
     raw = train_config(
-        tmp_path, policy, mode="async", lookahead=1, steps=2, checkpoint_every=0,
+        tmp_path, policy, mode=mode, steps=2, checkpoint_every=0,
+        **({"lookahead": 1} if mode == "async" else {}),
         step_without_signal=False, algorithm={"type": "dapo", "refill_rounds": 4},
     )  # fmt: skip
     lines: list[str] = []
