@@ -24,9 +24,13 @@ from megaflow.core.errors import (
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskSpec
 from megaflow.storage.abstract import Transition
+from megaflow.storage.config import StorageConfig
+from megaflow.storage.factory import Stores
+from megaflow.storage.local_artifacts import LocalArtifactStore
 from megaflow.storage.outage import Faults, Outage, transient
-from megaflow.storage.retrying import RetryingMetadataStore
+from megaflow.storage.retrying import RetryingArtifactStore, RetryingMetadataStore
 from megaflow.storage.sqlite import SqliteMetadataStore
+from megaflow.train.weight_sync.disk import store_uri
 from tests.storage.conftest import make_tasks
 
 
@@ -141,3 +145,12 @@ async def test_a_write_whose_reply_was_lost_is_not_refused_on_retry(tmp_path: Pa
         # a batch that is wrong for real is still refused
         with pytest.raises(InvalidTransition):
             await store.transition_many([Transition(tasks[1].id, TaskState.SUCCEEDED)])
+
+
+def test_the_artifact_store_still_says_where_its_bytes_live(tmp_path: Path) -> None:
+    # the trainer's disk weight sync hands engines a directory or an s3:// URI
+    cfg = StorageConfig.model_validate({"artifacts": {"type": "local", "root": str(tmp_path)}})
+    store = Stores.from_config(cfg).artifacts
+    assert isinstance(store, RetryingArtifactStore)
+    assert isinstance(store, LocalArtifactStore)
+    assert store_uri(store, "weights/v1") == str(tmp_path / "weights/v1")
