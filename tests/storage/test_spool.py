@@ -1,0 +1,104 @@
+"""Writes of finished attempts that a given-up metadata store could not take are
+kept in a local spool, in order, and written by the store's next start."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from megaflow.core.errors import StoreUnavailable
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import Attempt, RunSpec, TaskResult
+from megaflow.storage.abstract import Transition
+from megaflow.storage.outage import Faults, Outage
+from megaflow.storage.retrying import RetryingMetadataStore
+from megaflow.storage.spool import Spool
+from megaflow.storage.sqlite import SqliteMetadataStore
+from tests.storage.conftest import make_tasks
+
+S = TaskState
+
+
+class Switchable(SqliteMetadataStore):
+    """Refuses every write and read while ``down`` (a server that went away)."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionRefusedError("connection refused")
+
+    async def transition_many(self, transitions: Sequence[Transition]) -> None:
+        self._check()
+        await super().transition_many(transitions)
+
+    async def put_attempts(self, attempts: Sequence[Attempt]) -> None:
+        self._check()
+        await super().put_attempts(attempts)
+
+    async def put_results(self, results: Sequence[TaskResult]) -> None:
+        self._check()
+        await super().put_results(results)
+
+    async def count_by_state(self, run_id: str | None = None) -> dict[TaskState, int]:
+        self._check()
+        return await super().count_by_state(run_id)
+
+
+def wrapped(db: Path, spool_dir: Path) -> tuple[RetryingMetadataStore, Switchable]:
+    inner = Switchable(db)
+    outage = Outage("metadata", "sqlite", Faults(), deadline_s=0.05, base_s=0.01, max_s=0.01)
+    return RetryingMetadataStore(inner, outage, Spool(spool_dir, "sqlite")), inner
+
+
+async def test_finished_work_is_kept_and_written_by_the_next_start(tmp_path: Path) -> None:
+    db, spool_dir = tmp_path / "m.db", tmp_path / "spool"
+    store, inner = wrapped(db, spool_dir)
+    t0, t1 = make_tasks("r", 2)
+    async with store:
+        await store.create_run(RunSpec(id="r"))
+        await store.add_tasks([t0, t1])
+        await store.transition_many([Transition(t.id, S.SCHEDULED) for t in (t0, t1)])
+        inner.down = True
+        # t0 finishes while the store is away: its writes wait, then are kept
+        await store.put_attempts([Attempt(task_id=t0.id, number=1)])
+        await store.put_results([TaskResult(task_id=t0.id, success=True, reward=1.0)])
+        inner.down = False  # back, but later writes still follow the kept ones
+        await store.transition_many(
+            [Transition(t0.id, s) for s in (S.STARTING, S.RUNNING, S.GRADING, S.SUCCEEDED)]
+        )
+        assert (await inner.get_task(t0.id)).state is S.SCHEDULED  # not applied out of order
+        inner.down = True
+        with pytest.raises(StoreUnavailable):  # reads still fail
+            await store.count_by_state("r")
+        inner.down = False
+    assert len(list(spool_dir.glob("*.jsonl"))) == 1
+
+    again, _ = wrapped(db, spool_dir)
+    async with again:  # a resume: the kept writes go in first, in order
+        rec = await again.get_task(t0.id)
+        assert rec.state is S.SUCCEEDED
+        assert rec.attempts == 1
+        assert (await again.get_result(t0.id)).reward == 1.0
+        assert [a.number for a in await again.list_attempts(t0.id)] == [1]
+        assert (await again.get_task(t1.id)).state is S.SCHEDULED  # untouched
+    assert not list(spool_dir.glob("*.jsonl"))
+
+
+async def test_a_spool_of_changes_already_made_is_skipped(tmp_path: Path) -> None:
+    db, spool_dir = tmp_path / "m.db", tmp_path / "spool"
+    store, _ = wrapped(db, spool_dir)
+    (t0,) = make_tasks("r", 1)
+    async with store:
+        await store.create_run(RunSpec(id="r"))
+        await store.add_tasks([t0])
+        await store.transition_many([Transition(t0.id, S.SCHEDULED)])
+    Spool(spool_dir, "sqlite").transitions(
+        [Transition(t0.id, S.SCHEDULED), Transition(t0.id, S.STARTING)]
+    )
+    again, _ = wrapped(db, spool_dir)
+    async with again:
+        rec = await again.get_task(t0.id)
+    assert (rec.state, rec.attempts) == (S.STARTING, 1)  # the SCHEDULED made earlier: skipped
