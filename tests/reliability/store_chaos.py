@@ -175,9 +175,12 @@ class KillablePostgres:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._as_owner(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                           "-w", "stop")  # fmt: skip
+        """Stop the server if it runs (after a kill it does not)."""
+        pidfile = self.data / "postmaster.pid"
+        if not pidfile.exists() or not Path(f"/proc/{pidfile.read_text().split()[0]}").exists():
+            return
+        self._as_owner(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                       "-w", "stop")  # fmt: skip
 
 
 def _ppid(proc: Path) -> int:
