@@ -173,10 +173,18 @@ def _print(report: ValidationReport, n: int) -> None:
 
 @app.command("convert")
 def convert(
-    path: Path = typer.Argument(..., help="SWE-bench-format rows: a JSONL, JSON or parquet file."),
+    path: Path = typer.Argument(
+        ..., help="SWE-bench-format rows (a JSONL, JSON or parquet file), or a Harbor folder."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="The task set to write (JSONL)."),
+    from_: str = typer.Option(
+        "swebench", "--from", help="The format of PATH: swebench (rows) or harbor (task folders)."
+    ),
+    engine: str = typer.Option(
+        None, "--engine", help="With --from harbor: a container engine URL to build images with."
+    ),
     source: str = typer.Option(
-        ...,
+        None,
         "--source",
         help="What the repositories folder holds: dir | git_bundle | tarball; or image "
         "(a container image per instance, named by --image-template).",
@@ -206,10 +214,21 @@ def convert(
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
 ) -> None:
-    """Convert SWE-bench-format rows (as on the Hugging Face hub) to a MegaFlow task set."""
+    """Convert SWE-bench-format rows (as on the Hugging Face hub), or Harbor task
+    folders, to a MegaFlow task set."""
     from megaflow.datasets.convert import TEMPLATES, convert_rows, read_rows, write_jsonl
 
+    if from_ == "harbor":
+        from megaflow.cli.tasks_harbor import convert_harbor
+
+        convert_harbor(path, out, engine, force)
+        return
+    if from_ != "swebench":
+        fail(f"--from {from_!r}: use swebench or harbor", EXIT_BAD_INPUT)
+
     kinds = [*TEMPLATES, "image"]
+    if source is None:
+        fail(f"--from swebench needs --source: one of {', '.join(kinds)}", EXIT_BAD_INPUT)
     if source not in kinds:
         fail(f"--source {source!r}: use one of {', '.join(kinds)}", EXIT_BAD_INPUT)
     if source == "image" and not image_template:
@@ -223,7 +242,7 @@ def convert(
     try:
         records = convert_rows(
             read_rows(path),
-            kind=source,  # type: ignore[arg-type]  # checked against kinds above
+            kind=source,  # type: ignore[arg-type,unused-ignore]  # checked against kinds above
             repos=None if source == "image" else repos,
             out_dir=out_dir,
             template=image_template if source == "image" else template,

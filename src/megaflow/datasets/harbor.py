@@ -19,6 +19,7 @@ content (:func:`context_digest`), so an unchanged folder is built once.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tomllib
@@ -202,3 +203,36 @@ def harbor_of(payload: dict[str, Any]) -> HarborTask | None:
     """The Harbor task a payload carries, if any."""
     raw = payload.get("megaflow_harbor")
     return HarborTask.model_validate(raw) if isinstance(raw, dict) else None
+
+
+def write_rows(tasks: list[HarborTask], out: Path, overwrite: bool = False) -> None:
+    """Write the converted task set: one JSON line ``{"id", "payload"}`` per task."""
+    if out.exists() and not overwrite:
+        raise InvalidInput(f"{out} exists; pass --force to overwrite it")
+    lines = [json.dumps({"id": t.name, "payload": task_payload(t)}) for t in tasks]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(line + "\n" for line in lines))
+
+
+def load_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(task id, payload)`` of every task: read from a Harbor folder (a task, or a
+    folder of tasks) or from a converted JSONL file."""
+    if path.is_dir():
+        return [(t.name, task_payload(t)) for t in read_tasks(path)]
+    out: list[tuple[str, dict[str, Any]]] = []
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read the Harbor task set: {e}") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            task = HarborTask.model_validate(row["payload"]["megaflow_harbor"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise InvalidInput(f"{path} line {n}: not a converted Harbor task: {e}") from None
+        out.append((str(row.get("id", task.name)), row["payload"]))
+    if not out:
+        raise InvalidInput(f"{path}: holds no task")
+    return out

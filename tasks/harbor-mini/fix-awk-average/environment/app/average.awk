@@ -1,0 +1,2 @@
+NR > 1 { s += $2 }
+END { print s / NR }

@@ -1,0 +1,2 @@
+#!/bin/sh
+awk -F, -f /app/average.awk "$1"

@@ -1,0 +1,8 @@
+#!/bin/sh
+out=$1
+shift
+while [ $# -gt 1 ]; do
+  out="$out,$1"
+  shift
+done
+printf '%s\n' "$out"

@@ -1,0 +1,3 @@
+#!/bin/sh
+set -e
+printf 'Hello, Harbor!\n' > /app/greeting.txt
