@@ -11,6 +11,7 @@ import pytest
 
 from megaflow.app.training.compare import compare, table
 from megaflow.app.training.curve import Curve, EvalPoint
+from megaflow.app.training.heldout import malformed
 from megaflow.app.training.intervals import (
     Estimate,
     paired_difference,
@@ -158,3 +159,56 @@ def test_compare_refuses_curves_that_are_not_a_run_and_its_control() -> None:
         compare(c, t)
     with pytest.raises(InvalidInput, match="no held-out round after training"):
         compare(t.model_copy(update={"evals": t.evals[:1]}), c)
+
+
+def _traj(*steps: dict[str, object]) -> dict[str, object]:
+    return {"steps": list(steps)}
+
+
+def _call(tool_calls: list[object] | None) -> dict[str, object]:
+    message: dict[str, object] = {"role": "assistant", "content": ""}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    return {"kind": "model_call", "response": {"message": message}}
+
+
+READ = [{"function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]
+
+
+@pytest.mark.parametrize(
+    ("steps", "bad"),
+    [
+        ((_call(READ), {"kind": "observation", "content": "X = 1\n"}), False),
+        ((_call(None),), True),  # a turn without a tool call
+        ((_call([]),), True),
+        (
+            (_call(READ), {"kind": "observation", "content": "error: unknown tool 'grep'; use"}),
+            True,
+        ),
+        (
+            (
+                _call(READ),
+                {"kind": "observation", "content": "error: arguments are not valid JSON"},
+            ),
+            True,
+        ),
+        (
+            (
+                _call(READ),
+                {"kind": "observation", "content": "error: arguments must be a JSON object"},
+            ),
+            True,
+        ),
+        # a tool used wrongly is not a malformed answer: the edit found nothing to replace
+        (
+            (_call(READ), {"kind": "observation", "content": "error: old_str not found in a.py"}),
+            False,
+        ),
+        # the model service failing is not the policy's answer
+        (({"kind": "model_call", "response": {"error": "boom"}},), False),
+    ],
+)
+def test_malformed_answers_are_those_the_agent_cannot_act_on(
+    steps: tuple[dict[str, object], ...], bad: bool
+) -> None:
+    assert malformed(_traj(*steps)) is bad

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 from megaflow.app.training.control import apply_control, shuffle_rewards
+from megaflow.app.training.loop import TrainLoop
+from megaflow.config import parse_config
 from megaflow.train.samples import TrainingSample
+from tests.train_loop.conftest import train_config
 
 
 def _sample(g: int, n: int, reward: float, masked: bool = False) -> TrainingSample:
@@ -54,3 +58,30 @@ def test_the_permutation_is_fixed_by_seed_and_step_and_none_changes_nothing() ->
     assert rewards(a) == rewards(apply_control("shuffled", groups, seed=3, step=2))
     assert rewards(a) != rewards(apply_control("shuffled", groups, seed=3, step=3))
     assert rewards(apply_control("none", groups, seed=3, step=2)) == rewards(groups)
+
+
+async def test_a_control_run_records_its_control_and_its_held_out_figures(
+    tmp_path: Path, policy: Path
+) -> None:
+    """Through the real loop (sandboxes, grading) with the random policy: the curve says
+    which control it ran, the held-out rounds have their sampled and greedy samples, and
+    the random policy's answers, which carry no tool call, are counted malformed."""
+    raw = train_config(
+        tmp_path, policy, steps=1, control="shuffled", eval_samples=2, eval_temperature=1.0,
+        eval_greedy=True, checkpoint_every=0, max_steps_without_signal=None,
+    )  # fmt: skip
+    lines: list[str] = []
+    curve = await TrainLoop(parse_config(raw), run_id="ctl", printer=lines.append).run()
+    assert curve.control == "shuffled"
+    assert [e.step for e in curve.evals] == [0, 1]
+    for e in curve.evals:
+        assert (e.samples, e.greedy_samples, e.masked) == (4, 2, 0)
+        assert len(e.per_prompt) == 2
+        assert e.malformed == 1.0
+        assert e.greedy_malformed == 1.0
+        assert e.reward_mean == e.greedy == 0.0
+        assert e.ci_low == 0.0
+        assert e.ci_high is not None
+        assert e.ci_high > 0.5  # two prompts tell little
+    assert any(line.startswith("held-out reward before training: pass@1 0.000 [") for line in lines)
+    assert "greedy 0.000 over 2" in lines[-1]
