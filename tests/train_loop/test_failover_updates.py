@@ -1,14 +1,15 @@
-"""An update that does not stop the world: a generation in flight finishes on the
-weights it started with, says so, and the sample is as stale as its oldest turn.
+"""Updates that do not stop the world: what a generation in flight does when the
+weights change, and how the staleness bound counts its sample.
 
-Today's only behaviour (``finish``): ``ModelControl.update_weights`` waits for
-the replica's generation in flight, which completes on the old weights and is
-recorded with the old version; the episode's next turn runs on the new
-weights, token-in from the same state, recorded with the new version. The
-episode's sample takes the oldest version of its calls, and the staleness
-bound (``train.max_staleness``, ``stale: drop | reweight``) counts it from
-there. Aborting the generation and resuming it on the new weights (a partial
-rollout) is not implemented.
+``update_in_flight: finish`` (the default): ``ModelControl.update_weights``
+waits for the replica's generation in flight, which completes on the old
+weights and is recorded with the old version; the episode's next turn runs on
+the new weights, token-in from the same state, recorded with the new version.
+``resume``: the update stops the generation at its next token and the new
+weights finish it (a partial rollout): its tokens are kept and each segment's
+version recorded. Either way the episode's sample takes the oldest version of
+its tokens, and the staleness bound (``train.max_staleness``, ``stale: drop |
+reweight``) counts from there.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any
 import pytest
 from transformers import AutoModelForCausalLM
 
+from megaflow.app.training.loop import TrainLoop
 from megaflow.app.training.staleness import apply_staleness
+from megaflow.config import parse_config
 from megaflow.core.trajectory import ModelCall, Trajectory
 from megaflow.model.abstract import ChatRequest, Completion
 from megaflow.model.config import TransformersModelConfig
@@ -31,6 +34,7 @@ from megaflow.model.openai_compat import OpenAIBackend
 from megaflow.model.transformers_lm import TransformersBackend, build_tiny_model
 from megaflow.train.samples import sample_from_trajectory
 from tests.train.test_weight_sync_engine import assert_same_logprobs, perturb
+from tests.train_loop.conftest import train_config
 
 pytestmark = pytest.mark.slow
 
@@ -159,3 +163,45 @@ def test_the_segments_of_a_partial_rollout_cross_the_gateway() -> None:
     assert (got.segments, got.weights_version) == ([(2, 0), (1, 1)], 0)
     whole = completion_body(cut.model_copy(update={"segments": None}), "default")
     assert "segments" not in whole["megaflow"]
+
+
+async def test_the_async_loop_resumes_generations_across_its_updates(
+    tmp_path: Path, policy: Path
+) -> None:
+    """``mode: async`` keeps sampling while it updates; with ``update_in_flight:
+    resume`` a generation an update lands in is finished on the new weights, and
+    each step's staleness counts its samples from their oldest tokens."""
+    raw = train_config(
+        tmp_path, policy, mode="async", lookahead=2, max_staleness=1, stale="reweight",
+        steps=3, prompts_per_step=4, checkpoint_every=0, step_without_signal=True,
+    )  # fmt: skip
+    raw["model"]["update_in_flight"] = "resume"
+    raw["agent"]["completion_tokens"] = 256  # long generations: the model is rarely idle
+    raw["scheduler"]["max_concurrency"] = 12  # every round in flight at once
+    curve = await TrainLoop(parse_config(raw), run_id="tl-resume", printer=lambda _: None).run()
+    assert [p.weights_version for p in curve.steps] == [1, 2, 3]
+    episodes: dict[str, list[ModelCall]] = {}
+    for f in (tmp_path / "art").rglob("trajectory.json"):
+        t = json.loads(f.read_text())
+        if t["meta"].get("task_type") == "train":
+            calls = [ModelCall.model_validate(s) for s in t["steps"] if s["kind"] == "model_call"]
+            episodes[t["task_id"]] = calls
+    cut = [c for calls in episodes.values() for c in calls if c.segments]
+    assert cut, "no generation was in flight when the weights changed"
+    for call in cut:
+        assert call.segments is not None
+        versions = [v for _, v in call.segments]
+        assert versions == sorted(set(versions))  # older first, each part once
+        assert call.weights_version == versions[0]
+        assert sum(n for n, _ in call.segments) == len(call.token_ids or [])
+    version_before = 0
+    for point in curve.steps:
+        oldest = [
+            min(c.weights_version or 0 for c in calls)
+            for tid, calls in episodes.items()
+            if f".s{point.step:05d}." in tid
+        ]
+        assert point.samples == len(oldest) == 8
+        assert point.staleness_max == max(version_before - v for v in oldest)
+        assert point.reweighted == sum(1 for v in oldest if version_before - v > 1)
+        version_before = point.weights_version
