@@ -3,6 +3,7 @@ kept in a local spool, in order, and written by the store's next start."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -102,3 +103,26 @@ async def test_a_spool_of_changes_already_made_is_skipped(tmp_path: Path) -> Non
     async with again:
         rec = await again.get_task(t0.id)
     assert (rec.state, rec.attempts) == (S.STARTING, 1)  # the SCHEDULED made earlier: skipped
+
+
+async def test_a_process_that_goes_on_writes_the_spool_once_the_store_is_back(
+    tmp_path: Path,
+) -> None:
+    store, inner = wrapped(tmp_path / "m.db", tmp_path / "spool")
+    assert store.spool is not None
+    store.spool.retry_s = 0.0
+    (t0,) = make_tasks("r", 1)
+    async with store:
+        await store.create_run(RunSpec(id="r"))
+        await store.add_tasks([t0])
+        inner.down = True
+        await store.transition_many([Transition(t0.id, S.SCHEDULED)])  # kept
+        assert store.spool.active
+        await asyncio.sleep(0.01)  # retry_s 0: the next write may try to drain at once
+        inner.down = False
+        # the next write first writes what was kept, then itself, in order
+        await store.transition_many([Transition(t0.id, S.STARTING)])
+        rec = await inner.get_task(t0.id)
+        assert (rec.state, rec.attempts) == (S.STARTING, 1)
+        assert not store.spool.active
+        assert not list((tmp_path / "spool").glob("*.jsonl"))

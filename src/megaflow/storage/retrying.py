@@ -65,9 +65,9 @@ class RetryingMetadataStore(MetadataStore):
 
     async def _write(self, call: Callable[[], Awaitable[object]], keep: Callable[[], None]) -> None:
         """``call`` (a write through the outage loop); once the store is given up
-        (or a write was kept before, whose order must hold), ``keep`` it instead."""
+        (or writes kept before are not yet written: order must hold), ``keep`` it."""
         spool = self.spool
-        if spool is not None and spool.active:
+        if spool is not None and not await spool.drain(self.inner):
             keep()
             return
         try:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from megaflow.core.errors import InvalidTransition, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, TaskResult
 from megaflow.storage.abstract import MetadataStore, Transition
+from megaflow.storage.outage import transient
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ class Spool:
         self.active = False
         """True once a write was spooled in this process: later ones follow it."""
         self.written = 0
+        self.retry_s = 30.0
+        self._next_try = 0.0
 
     def _append(self, kind: str, items: list[Any]) -> None:
         line = json.dumps({"kind": kind, "items": items}, separators=(",", ":")) + "\n"
@@ -52,6 +56,7 @@ class Spool:
         except OSError as exc:
             raise StorageError(f"cannot keep metadata writes in {self.path}: {exc}") from exc
         if not self.active:
+            self._next_try = time.monotonic() + self.retry_s
             log.warning(
                 "metadata writes are kept in %s until the store (%s) is back; "
                 "`megaflow run --resume` writes them",
@@ -72,6 +77,27 @@ class Spool:
             for t in transitions
         ]
         self._append("transitions", items)
+
+    async def drain(self, store: MetadataStore) -> bool:
+        """In a process that goes on (a served scheduler), write what was kept once
+        the store answers again, trying at most once per ``retry_s`` (the first
+        ``retry_s`` after the spool began; a run that stops meanwhile does not wait
+        on a store that is away); True when the spool is empty and writes may go to
+        the store again (in order)."""
+        if not self.active:
+            return True
+        now = time.monotonic()
+        if now < self._next_try:
+            return False
+        self._next_try = now + self.retry_s
+        try:
+            await self.replay(store)
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            return False
+        self.active = False
+        return True
 
     async def replay(self, store: MetadataStore) -> int:
         """Apply a spool left by an earlier process to ``store``, in order, then
