@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from megaflow.core.errors import PluginError
 from megaflow.core.trajectory import ModelCall, Trajectory
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.grading.config import PythonGraderConfig
@@ -71,8 +71,10 @@ async def test_named_rewards_and_the_last_message(tmp_path: Path) -> None:
     assert reward_of(report) == 0.5  # type: ignore[arg-type]  # no "reward": their mean
 
 
-def test_a_bad_function_path_is_a_plugin_error() -> None:
-    with pytest.raises(PluginError, match="no attribute"):
-        PythonGraderConfig(function=f"{FN}.missing").build()
-    with pytest.raises(PluginError, match="not callable"):
-        PythonGraderConfig(function=f"{FN}.NOT_CALLABLE").build()
+def test_a_bad_function_path_is_a_config_error() -> None:
+    with pytest.raises(ValidationError, match="no attribute 'missing'"):
+        PythonGraderConfig(function=f"{FN}.missing")
+    with pytest.raises(ValidationError, match="not callable"):
+        PythonGraderConfig(function=f"{FN}.NOT_CALLABLE")
+    with pytest.raises(ValidationError, match="cannot import module"):
+        PythonGraderConfig(function="no_such_module_here.fn")

@@ -30,12 +30,13 @@ def test_reward_of_a_report() -> None:
     assert combined({}) == 0.0
 
 
-def test_sample_reward_masks_only_what_the_agent_did_not_cause() -> None:
+def test_sample_reward_is_masked_exactly_when_the_task_did_not_succeed() -> None:
     done = TaskResult(task_id="t", success=True, reward=0.5)
     agent = TaskResult(task_id="t", success=False, reward=0.0, error_kind=ErrorKind.AGENT)
     infra = TaskResult(task_id="t", success=False, reward=0.0, error_kind=ErrorKind.INFRA)
     assert sample_reward(TaskState.SUCCEEDED, done) == 0.5
-    assert sample_reward(TaskState.FAILED, agent) == 0.0
+    assert sample_reward(TaskState.SUCCEEDED, agent) == 0.0  # the agent's own failure
+    assert sample_reward(TaskState.FAILED, agent) is None  # raised by another executor
     assert sample_reward(TaskState.FAILED, infra) is None
     assert sample_reward(TaskState.TIMED_OUT, None) is None
 
@@ -44,7 +45,8 @@ def test_grading_type_builds_its_config_and_defaults_to_swebench() -> None:
     adapter: TypeAdapter[GraderConfig] = TypeAdapter(GraderConfig)
     assert isinstance(adapter.validate_python({"strict": True}), SwebenchGraderConfig)
     assert isinstance(adapter.validate_python({"type": "script"}), ScriptGraderConfig)
-    cfg = adapter.validate_python({"type": "python", "function": "m.f"})
+    fn = "tests.grading.rewards_for_tests.exact_match"
+    cfg = adapter.validate_python({"type": "python", "function": fn})
     assert isinstance(cfg, PythonGraderConfig)
     with pytest.raises(ValidationError, match="judge"):
         adapter.validate_python({"type": "judge"})

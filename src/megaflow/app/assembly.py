@@ -20,14 +20,21 @@ from megaflow.agent.abstract import Agent
 from megaflow.agent.config import BuiltinAgentConfig
 from megaflow.agent.factory import make_agent
 from megaflow.agent.routing import TaskRouter, TypeSource, identify_task_type
-from megaflow.config.models import InlineTasksConfig, RunConfig, SwebenchTasksConfig
+from megaflow.config.models import (
+    HarborTasksConfig,
+    InlineTask,
+    InlineTasksConfig,
+    RunConfig,
+    SwebenchTasksConfig,
+)
 from megaflow.core.errors import ConfigError
 from megaflow.core.tasks import RunSpec, TaskSpec, TaskType, Timeouts, sample_id
-from megaflow.datasets.config import GradingConfig
+from megaflow.datasets.harbor import load_rows
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
 from megaflow.datasets.task_specs import instance_of, to_task_specs
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
+from megaflow.grading.config import GraderConfig, SwebenchGraderConfig
 from megaflow.model.abstract import ModelClient
 from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
@@ -43,7 +50,7 @@ class Arm:
 
     agent: Agent
     model: ModelClient
-    grading: GradingConfig = field(default_factory=GradingConfig)
+    grading: GraderConfig = field(default_factory=SwebenchGraderConfig)
     router: TaskRouter = field(default_factory=TaskRouter)
 
 
@@ -56,12 +63,13 @@ class Task:
 
 
 def parse_task(spec: TaskSpec) -> Task:
-    return Task(spec, instance_of(spec) if is_graded(spec) else None)
+    return Task(spec, instance_of(spec) if "instance_id" in spec.payload else None)
 
 
 def is_graded(spec: TaskSpec) -> bool:
-    """Whether the attempt grades the task: it carries a SWE-bench instance."""
-    return "instance_id" in spec.payload
+    """Whether the task is graded without a run's config: it carries a SWE-bench
+    instance or a Harbor verifier (the run's grader has the last word in an attempt)."""
+    return "instance_id" in spec.payload or "megaflow_harbor" in spec.payload
 
 
 def task_type(spec: TaskSpec) -> tuple[TaskType, TypeSource]:
@@ -184,6 +192,9 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
         if src.limit is not None:
             instances = instances[: src.limit]
         return to_task_specs(instances, run_id, cfg.samples, cfg.task_type, **common)
+    if isinstance(src, HarborTasksConfig):
+        rows = load_rows(_resolve(src.path, config_dir))[: src.limit]
+        src = InlineTasksConfig(tasks=[InlineTask(id=i, payload=p) for i, p in rows])
     assert isinstance(src, InlineTasksConfig)
     return [
         TaskSpec(

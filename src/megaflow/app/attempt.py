@@ -43,33 +43,27 @@ from megaflow.core.errors import AgentError, SandboxError, StoreUnavailable, Tra
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
 from megaflow.core.trajectory import Trajectory
-from megaflow.datasets.calibration import Calibration, calibrate
-from megaflow.datasets.candidate import Candidate, extract_patch
-from megaflow.datasets.grading import GradeReport, failed_report, grade_prepared
-from megaflow.datasets.instance import SWEInstance
-from megaflow.datasets.prepare import environment_spec, prepare_sandbox
+from megaflow.datasets.prepare import environment_spec
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.environment.pool import SandboxPool
+from megaflow.grading.abstract import Grader, GradingAttempt, Report, Taken
+from megaflow.grading.reward import reward_of
 from megaflow.monitoring.run import JobMetrics
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.storage.abstract import ArtifactStore
-
-
-def _drop(future: asyncio.Future[Calibration]) -> None:
-    """An attempt's view of its calibration, no longer waited for (the shared
-    calibration itself goes on: ``_calibrated`` shields it)."""
-    if not future.done():
-        future.cancel()
-    elif not future.cancelled():
-        future.exception()  # seen: a failure is the waiter's to report
 
 
 def artifact_prefix(task: TaskSpec, attempt: int) -> str:
     return f"runs/{task.run_id}/tasks/{task.id.replace(':', '_')}/attempt-{attempt}"
 
 
-def sandbox_spec(task: TaskSpec, base: EnvironmentSpec) -> EnvironmentSpec:
-    """The sandbox a task's attempt and its grading run in (its instance's image, if any)."""
+def sandbox_spec(
+    task: TaskSpec, base: EnvironmentSpec, grader: Grader | None = None
+) -> EnvironmentSpec:
+    """The sandbox a task's attempt and its grading run in: the grader's, or (with
+    no grader at hand, as for prefetching) its instance's image, if any."""
+    if grader is not None:
+        return grader.sandbox_spec(task, base) if grader.grades(task) else base
     instance = parse_task(task).instance
     return environment_spec(instance, base) if instance else base
 
@@ -97,6 +91,7 @@ class AgentExecutor(TaskExecutor):
         """A store gone past its deadline: wait to be stopped (the job is stopping and
         the attempt stays in flight for resume) rather than fail the attempt."""
         self._calibrations = Calibrations(artifacts)
+        self._graders: dict[str, Grader] = {}
 
     def _arm(self, task: TaskSpec) -> Arm:
         try:
@@ -104,42 +99,29 @@ class AgentExecutor(TaskExecutor):
         except KeyError:
             raise AgentError(f"no agent is configured for run {task.run_id!r}") from None
 
+    def _grader(self, task: TaskSpec, arm: Arm) -> Grader:
+        """The grader of the task's run, built from its ``grading`` config once."""
+        grader = self._graders.get(task.run_id)
+        if grader is None:
+            grader = self._graders[task.run_id] = arm.grading.build(self._calibrations)
+        return grader
+
     async def run(self, ctx: TaskContext) -> TaskResult:
         task = ctx.spec
         arm = self._arm(task)
-        instance = parse_task(task).instance
-        spec = sandbox_spec(task, self.base_spec)
-        # The instance's calibration runs beside the agent, not after it.
-        calibration = None
-        if instance is not None and arm.grading.calibrate:
-            calibration = asyncio.ensure_future(self._calibrated(task, spec, instance))
+        grader = self._grader(task, arm)
+        spec = sandbox_spec(task, self.base_spec, grader)
+        # An ungraded task (no instance, no verifier) runs in the base sandbox.
+        grading = (
+            grader.attempt(task, spec, lambda: self._sandbox(task, spec))
+            if grader.grades(task)
+            else None
+        )
         try:
-            if self.disk is not None:
-                await self.disk.room(task.id)
-            ctx.stage(TaskState.STARTING)
-            t0 = time.perf_counter()
-            async with self._sandbox(task, spec) as sandbox:
-                start_s = time.perf_counter() - t0
-                if instance is not None:
-                    await prepare_sandbox(sandbox, instance)
-                prepare_s = time.perf_counter() - t0 - start_s
-                traj, agent_s, failure = await self._run_agent(ctx, arm, sandbox)
-                ctx.stage(TaskState.GRADING)
-                t2 = time.perf_counter()
-                candidate = None
-                if instance is not None:
-                    max_bytes = arm.grading.max_patch_kb * 1024
-                    candidate = await extract_patch(sandbox, instance.base_commit, max_bytes)
-                    self._host_disk_check(candidate.error)
-            times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s}
-            report = None
-            if instance is not None and candidate is not None:
-                strict = arm.grading.strict_for(task.type)
-                allowed = (await calibration).allowed if calibration else frozenset[str]()
-                report = await self._grade(task, spec, instance, candidate, times, strict, allowed)
-            times["grade_s"] = time.perf_counter() - t2
-            patch = candidate.patch if candidate is not None else None
-            return await self._finish(ctx, traj, report, patch, times, failure)
+            async with contextlib.AsyncExitStack() as stack:
+                if grading is not None:  # starts what runs beside the agent (calibration)
+                    await stack.enter_async_context(grading)
+                return await self._attempt(ctx, arm, spec, grading)
         except StoreUnavailable as exc:
             if self.park_on_outage:  # the job saw it too and stops this attempt
                 await asyncio.Future()
@@ -148,9 +130,35 @@ class AgentExecutor(TaskExecutor):
             if self.metrics is not None:
                 self.metrics.task_failed(task.run_id, error_kind(exc).value)
             raise
-        finally:
-            if calibration is not None:
-                _drop(calibration)
+
+    async def _attempt(
+        self, ctx: TaskContext, arm: Arm, spec: EnvironmentSpec, grading: GradingAttempt | None
+    ) -> TaskResult:
+        """The agent in its sandbox, then what it left taken and graded apart from it."""
+        task = ctx.spec
+        if self.disk is not None:
+            await self.disk.room(task.id)
+        ctx.stage(TaskState.STARTING)
+        t0 = time.perf_counter()
+        async with self._sandbox(task, spec) as sandbox:
+            start_s = time.perf_counter() - t0
+            if grading is not None:
+                await grading.prepare(sandbox)
+            prepare_s = time.perf_counter() - t0 - start_s
+            traj, agent_s, failure = await self._run_agent(ctx, arm, sandbox)
+            ctx.stage(TaskState.GRADING)
+            t2 = time.perf_counter()
+            taken = None
+            if grading is not None:  # kills what the agent left running, first
+                taken = await grading.take(sandbox, traj)
+                self._host_disk_check(taken.error)
+        times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s}
+        report = None
+        if grading is not None and taken is not None:
+            report = await grading.grade(taken)
+            times.update(grading.times)
+        times["grade_s"] = time.perf_counter() - t2
+        return await self._finish(ctx, traj, report, taken, times, failure)
 
     def _host_disk_check(self, error: str | None) -> None:
         """A patch that cannot be taken because the host's disk is full is the
@@ -212,58 +220,27 @@ class AgentExecutor(TaskExecutor):
         prefix = artifact_prefix(ctx.spec, ctx.attempt)
         await asyncio.shield(self._put_json(f"{prefix}/trajectory.json", traj))
 
-    async def _grade(
-        self,
-        task: TaskSpec,
-        spec: EnvironmentSpec,
-        instance: SWEInstance,
-        candidate: Candidate,
-        times: dict[str, float],
-        strict: bool,
-        allowed: frozenset[str],
-    ) -> GradeReport:
-        """Grade the candidate in a fresh sandbox. A grading problem (tests hang,
-        the test patch does not apply) is recorded in the report and leaves the
-        task unresolved. ``times`` gets the grading sandbox's start and preparation."""
-        if candidate.error is not None:
-            return failed_report(instance, candidate.error, candidate.patch, strict)
-        t0 = time.perf_counter()
-        async with self._sandbox(task, spec) as grader:
-            times["grade_sandbox_start_s"] = time.perf_counter() - t0
-            await prepare_sandbox(grader, instance)
-            times["grade_prepare_s"] = time.perf_counter() - t0 - times["grade_sandbox_start_s"]
-            return await grade_prepared(grader, instance, candidate.patch, strict, allowed)
-
-    async def _calibrated(
-        self, task: TaskSpec, spec: EnvironmentSpec, instance: SWEInstance
-    ) -> Calibration:
-        async def make() -> Calibration:
-            async with self._sandbox(task, spec) as sandbox:
-                await prepare_sandbox(sandbox, instance)
-                return await calibrate(sandbox, instance)
-
-        return await self._calibrations.get(instance, spec, make)
-
     async def _finish(
         self,
         ctx: TaskContext,
         traj: Trajectory,
-        report: GradeReport | None,
-        patch: bytes | None,
+        report: Report | None,
+        taken: Taken | None,
         times: dict[str, float],
         failure: Exception | None = None,
     ) -> TaskResult:
         task = ctx.spec
         prefix = artifact_prefix(task, ctx.attempt)
         artifacts = {"trajectory": f"{prefix}/trajectory.json"}
-        if report is not None and patch is not None:
-            await self.artifacts.put(f"{prefix}/patch.diff", patch)
+        if report is not None and taken is not None:
+            name = taken.artifact.split(".")[0]  # patch, state or answer
+            await self.artifacts.put(f"{prefix}/{taken.artifact}", taken.data)
             await self._put_json(f"{prefix}/grade.json", report)
-            artifacts["patch"] = f"{prefix}/patch.diff"
+            artifacts[name] = f"{prefix}/{taken.artifact}"
             artifacts["grade"] = f"{prefix}/grade.json"
         await self._put_json(f"{prefix}/trajectory.json", traj)
         success = report.resolved if report else traj.meta.get("exit_status") == "submitted"
-        reward = report.reward if report else float(success)
+        reward = reward_of(report) if report else float(success)
         error = report.error if report else None
         kind = ErrorKind.TAMPERED if report is not None and report.tampered else None
         if failure is not None:  # the agent's own failure: a sample with reward 0
@@ -291,7 +268,7 @@ class AgentExecutor(TaskExecutor):
             error=error,
         )
 
-    async def _put_json(self, key: str, obj: Trajectory | GradeReport) -> None:
+    async def _put_json(self, key: str, obj: Trajectory | Report) -> None:
         # pydantic's own serializer: a third of the time of json.dumps(model_dump()),
         # which was a third of the event loop's time per episode (py-spy, 1,024 episodes)
         await self.artifacts.put(key, obj.model_dump_json().encode())

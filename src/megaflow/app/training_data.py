@@ -28,6 +28,7 @@ from megaflow.core.errors import NotFound
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import TaskRecord, TaskResult, group_id
 from megaflow.core.trajectory import Trajectory
+from megaflow.grading.reward import sample_reward
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 from megaflow.train.samples import TokenDrift, TrainingSample, sample_from_trajectory
 
@@ -99,20 +100,21 @@ async def stored_sample(
             problem=problem, error_kind=error_kind,
         )  # fmt: skip
 
-    if rec.state is not TaskState.SUCCEEDED or res is None:
+    reward = sample_reward(rec.state, res)
+    if reward is None or res is None:
         return made(
             None, None, (res.error if res else None) or rec.error or f"ended {rec.state.value}"
         )
     traj = await _trajectory(artifacts, res)
     if isinstance(traj, str):
-        return made(res.reward, None, traj)
+        return made(reward, None, traj)
     kind = str(traj.meta.get("task_type", kind))
     try:
-        sample = sample_from_trajectory(traj, res.reward, group_id=gid, task_type=kind)
+        sample = sample_from_trajectory(traj, reward, group_id=gid, task_type=kind)
     except TokenDrift as exc:
         why = str(exc) if kind == "train" else f"{exc} (a {kind} sample keeps no token data)"
-        return made(res.reward, None, why)
-    return made(res.reward, sample, None)
+        return made(reward, None, why)
+    return made(reward, sample, None)
 
 
 async def load_samples(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from megaflow.agent.config import AgentConfig, BuiltinAgentConfig
 from megaflow.core.tasks import TaskType, check_id
-from megaflow.datasets.config import GradingConfig
 from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.environment.config import EnvironmentConfig
+from megaflow.grading.config import GraderConfig, SwebenchGraderConfig
 from megaflow.model.config import ModelConfig, ReplayModelConfig
 from megaflow.scheduler.config import SchedulerConfig
 from megaflow.scheduler.fleet_config import FleetConfig, LocalFleetConfig
@@ -74,7 +74,20 @@ class InlineTasksConfig(_Cfg):
         return tasks
 
 
-TasksConfig = Annotated[SwebenchTasksConfig | InlineTasksConfig, Field(discriminator="type")]
+class HarborTasksConfig(_Cfg):
+    """Harbor task folders (docs/tasks-format.md), graded by the ``script`` grader."""
+
+    type: Literal["harbor"] = "harbor"
+    path: str = Field(
+        description="A Harbor task folder, a folder of them, or the JSONL that "
+        "`megaflow tasks convert --from harbor` wrote."
+    )
+    limit: int | None = Field(None, ge=1, description="Use only the first N tasks.")
+
+
+TasksConfig = Annotated[
+    SwebenchTasksConfig | InlineTasksConfig | HarborTasksConfig, Field(discriminator="type")
+]
 
 
 class ControlConfig(_Cfg):
@@ -128,10 +141,24 @@ class RunConfig(_Cfg):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     control: ControlConfig | None = Field(None, description="An optional negative control.")
     expect: ExpectConfig = Field(default_factory=ExpectConfig)
-    grading: GradingConfig = Field(default_factory=GradingConfig)
+    grading: GraderConfig = Field(
+        default_factory=SwebenchGraderConfig,
+        description="How the tasks are graded (grading.type); a Harbor task set defaults "
+        "to the script grader, any other to swebench.",
+    )
     train: TrainingConfig | None = Field(
         None, description="The closed RL loop of `megaflow train` (docs/train-loop.md)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _harbor_grading(cls, data: object) -> object:
+        """A Harbor task set is graded by its tests unless the config says otherwise."""
+        if isinstance(data, dict) and "grading" not in data:
+            tasks = data.get("tasks")
+            if isinstance(tasks, dict) and tasks.get("type") == "harbor":
+                return {**data, "grading": {"type": "script"}}
+        return data
 
     @field_validator("name")
     @classmethod

@@ -81,6 +81,9 @@ class Taken:
 class GradingAttempt(Protocol):
     """One attempt's grading; closed on every path (``async with``)."""
 
+    times: dict[str, float]
+    """What grading took, by name (``grade_sandbox_start_s``, ``grade_prepare_s``)."""
+
     async def __aenter__(self) -> GradingAttempt: ...
     async def __aexit__(self, *exc: object) -> None: ...
     async def prepare(self, sandbox: Sandbox) -> None: ...

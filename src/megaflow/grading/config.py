@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from megaflow.core.errors import PluginError
+from megaflow.core.plugins import load_object
 from megaflow.datasets.config import GradingConfig
 
 if TYPE_CHECKING:
@@ -77,6 +79,18 @@ class PythonGraderConfig(BaseModel):
     answer_file: str = Field("answer.txt", description="With on: answer, the file read.")
     timeout_s: float = Field(60, gt=0, description="Longest call of the function.")
     max_answer_kb: int = Field(256, ge=1, le=65_536, description="Largest answer or patch.")
+
+    @field_validator("function")
+    @classmethod
+    def _loadable(cls, path: str) -> str:
+        """A function that cannot be loaded is a config error, before any work starts."""
+        try:
+            fn = load_object(path)
+        except PluginError as e:
+            raise ValueError(str(e)) from None
+        if not callable(fn):
+            raise ValueError(f"{path!r} is not callable")
+        return path
 
     def build(self, calibrations: CalibrationCache | None = None) -> Grader:
         from megaflow.grading.python_fn import PythonGrader

@@ -62,6 +62,7 @@ def last_message(trajectory: Trajectory) -> str:
 class PythonAttempt:
     def __init__(self, grader: PythonGrader, task: TaskSpec) -> None:
         self.cfg, self.fn, self.task = grader.cfg, grader.fn, task
+        self.times: dict[str, float] = {}
 
     async def __aenter__(self) -> PythonAttempt:
         return self

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import ErrorKind, TaskResult
+from megaflow.core.tasks import TaskResult
 from megaflow.grading.abstract import Report
 
 
@@ -43,14 +43,11 @@ def combined(rewards: Mapping[str, float]) -> float:
 
 def sample_reward(state: TaskState, result: TaskResult | None) -> float | None:
     """What a stored sample is worth: its graded reward when its task ended
-    SUCCEEDED (an agent's own failure is returned that way, with reward 0); 0
-    for any other end that the agent caused (error kind ``agent``); ``None``
-    (masked: no reward, never 0) for a sample lost to the infrastructure, a
-    deadline or a cancellation."""
-    if result is None:
+    SUCCEEDED (the app's attempt returns an agent's own failure that way, with
+    reward 0); otherwise ``None``, masked, never 0: it has no graded result (an
+    infrastructure failure past its retries, a deadline, a cancellation, or an
+    executor other than the app's that raised ``AgentError``;
+    docs/training-data.md)."""
+    if result is None or state is not TaskState.SUCCEEDED:
         return None
-    if state is TaskState.SUCCEEDED:
-        return result.reward
-    if result.error_kind is ErrorKind.AGENT:
-        return 0.0
-    return None
+    return result.reward

@@ -82,6 +82,7 @@ class ScriptGrader:
 class ScriptAttempt:
     def __init__(self, cfg: ScriptGraderConfig, task: HarborTask, fresh: FreshSandbox) -> None:
         self.cfg, self.task, self.fresh = cfg, task, fresh
+        self.times: dict[str, float] = {}
 
     async def __aenter__(self) -> ScriptAttempt:
         return self
@@ -115,7 +116,9 @@ class ScriptAttempt:
     async def grade(self, taken: Taken) -> Verdict:
         if taken.error is not None:
             return Verdict(grader="script", error=taken.error)
+        t0 = time.perf_counter()
         async with self.fresh() as sandbox:
+            self.times["grade_sandbox_start_s"] = time.perf_counter() - t0
             return await verify(sandbox, self.task, self.cfg, state=taken.data)
 
 

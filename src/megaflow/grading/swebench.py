@@ -15,6 +15,7 @@ attempt is opened and is awaited only by ``grade``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -71,6 +72,7 @@ class SwebenchAttempt:
         self.spec = spec
         self.cache = grader.calibrations if self.cfg.calibrate else None
         self._calibration: asyncio.Future[Calibration] | None = None
+        self.times: dict[str, float] = {}
 
     async def __aenter__(self) -> SwebenchAttempt:
         """Start the instance's calibration, beside the agent."""
@@ -105,6 +107,11 @@ class SwebenchAttempt:
         if taken.error is not None:
             return failed_report(self.instance, taken.error, taken.data, self.strict)
         allowed = (await self._calibration).allowed if self._calibration else frozenset[str]()
+        t0 = time.perf_counter()
         async with self.fresh() as sandbox:
+            self.times["grade_sandbox_start_s"] = time.perf_counter() - t0
             await prepare_sandbox(sandbox, self.instance)
+            self.times["grade_prepare_s"] = (
+                time.perf_counter() - t0 - self.times["grade_sandbox_start_s"]
+            )
             return await grade_prepared(sandbox, self.instance, taken.data, self.strict, allowed)

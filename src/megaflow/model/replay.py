@@ -1,12 +1,14 @@
 """The ``replay`` backend: plays a task's reference solution as tool calls.
 
 It answers like a model that knows the gold patch: write the patch to a file,
-``git apply`` it in the repository, submit. ``play: empty`` submits at once
-(a negative control: nothing may resolve). The task payload (with its
-``patch``) comes from the trajectory's registration, or from the request's
-``metadata.megaflow_task``. The backend keeps no state: the step it plays is
-the number of assistant messages already in the conversation, so any agent,
-in-process or over HTTP, replays the same way.
+``git apply`` it in the repository, submit; for a Harbor task, write its
+``solution/solve.sh`` to a file, run it in the task's workdir, submit.
+``play: empty`` submits at once (a negative control: nothing may resolve).
+The task payload (with its ``patch``) comes from the trajectory's
+registration, or from the request's ``metadata.megaflow_task``. The backend
+keeps no state: the step it plays is the number of assistant messages
+already in the conversation, so any agent, in-process or over HTTP, replays
+the same way.
 
 The actions take the shape of the tools the request offers: MegaFlow's own
 (``write_file``, ``bash``, ``submit``), a lone ``bash`` tool (as
@@ -17,6 +19,7 @@ submits by printing its submit marker), or, with no tools, fenced bash blocks.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any, Literal
 
 from megaflow.core.errors import ModelError
@@ -41,10 +44,12 @@ class ReplayBackend(Backend):
         play: Literal["gold", "empty"] = "gold",
         workdir: str = "/workspace",
         patch_path: str = "/tmp/megaflow-gold.patch",
+        solve_path: str = "/tmp/megaflow-solve.sh",
     ) -> None:
         self.play = play
         self.workdir = workdir
         self.patch_path = patch_path
+        self.solve_path = solve_path
 
     def _script(self, ctx: CallContext) -> list[tuple[str, dict[str, Any]]]:
         """The (tool, arguments) steps to play."""
@@ -56,6 +61,14 @@ class ReplayBackend(Backend):
                 f"replay backend has no task for trajectory {ctx.trajectory_id!r}: register "
                 "the task payload first, or send it as metadata.megaflow_task"
             )
+        solve = _solution_script(task)
+        if solve is not None:  # a Harbor task's solution/solve.sh, run in its workdir
+            workdir, script = solve
+            return [
+                ("write_file", {"path": self.solve_path, "content": script}),
+                ("bash", {"command": f"cd {workdir} && sh {self.solve_path}"}),
+                ("submit", {}),
+            ]
         patch = task.get("patch")
         if not isinstance(patch, str) or not patch.strip():
             raise ModelError(
@@ -103,6 +116,19 @@ class ReplayBackend(Backend):
             completion_tokens=estimate_tokens(out),
             model=self.name,
         )
+
+
+def _solution_script(task: dict[str, Any]) -> tuple[str, str] | None:
+    """(workdir, solve.sh text) of a Harbor task's payload, if it has a solution."""
+    harbor = task.get("megaflow_harbor")
+    if not isinstance(harbor, dict):
+        return None
+    solution = harbor.get("solution")
+    script = solution.get("solve.sh") if isinstance(solution, dict) else None
+    workdir = harbor.get("workdir", "/app")
+    if not isinstance(script, str) or not isinstance(workdir, str):
+        return None
+    return shlex.quote(workdir), script
 
 
 def _call(step: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from megaflow.app.groups import finished_groups
 from megaflow.app.job import Job
 from megaflow.core.errors import NotFound
-from megaflow.core.states import TaskState
-from megaflow.core.tasks import ErrorKind, TaskType, Timeouts, sample_id
+from megaflow.core.tasks import TaskType, Timeouts, sample_id
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.task_specs import to_task_specs
+from megaflow.grading.reward import sample_reward
 from megaflow.train.samples import TrainingSample
 
 
@@ -113,10 +113,9 @@ class Rollouts:
                 res = await md.get_result(tid)
             except NotFound:
                 continue
-            if rec.state is TaskState.SUCCEEDED:
-                rewards.append(res.reward)
-            elif res.error_kind is ErrorKind.AGENT:
-                rewards.append(0.0)  # the policy's own failure
+            reward = sample_reward(rec.state, res)  # the agent's own failure is a 0
+            if reward is not None:
+                rewards.append(reward)
         return rewards, len(ids) - len(rewards)
 
     async def collect(self, name: str) -> Batch:
