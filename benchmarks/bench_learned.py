@@ -201,7 +201,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default=str(SHIPPED), help="The policy to evaluate.")
     ap.add_argument("--split", choices=("all", "validation", "test"), default="all",
-                    help="all: training and validation families, then the test ones.")  # fmt: skip
+                    help="all: training and validation families, then the test ones, to "
+                    "learned.md; one split alone goes to learned-<split>.md.")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=10, help="Traces per family (10).")
     ap.add_argument("--tasks", type=int, default=4000, help="At most this many tasks a trace.")
     ap.add_argument("--samples", type=int, default=5000, help="Planning rounds timed.")
@@ -261,7 +262,8 @@ def main() -> None:
         "configured default (wait_bound 1.0, wait_floor_s 60)."
     )
     extra = "\n\n".join([*sections, f"Families:\n\n{about}"])
-    report("learned", "Learned scheduling policy", ["figure", "measured", "target"], rows,
+    name = "learned" if args.split == "all" else f"learned-{args.split}"
+    report(name, "Learned scheduling policy", ["figure", "measured", "target"], rows,
            notes, load_before=LOAD_AT_START, extra_md=extra)  # fmt: skip
 
 

@@ -1,0 +1,38 @@
+"""The test split's figures regenerate from one command: ``bench_learned.py --split test``
+writes a table with every test family and every policy and reference, and the same
+command gives the same simulated figures again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from megaflow.sim.families import TEST_FAMILIES
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_learned.py"
+POLICIES = ("fifo", "priority", "fair", "learned", "(ref) learned, no wait bound",
+            "(ref) expected-work order", "(ref) clairvoyant shortest-first",
+            "(ref) preemptive SRPT, pooled")  # fmt: skip
+
+
+def _run(out: Path) -> list[str]:
+    env = {**os.environ, "MEGAFLOW_BENCH_RESULTS": str(out)}
+    args = ["--split", "test", "--seeds", "1", "--tasks", "150", "--samples", "20", "--jobs", "1"]
+    subprocess.run([sys.executable, str(BENCH), *args], env=env, check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
+    text = (out / "learned-test.md").read_text()
+    section = text[text.index("### Test families") :]
+    return [line for line in section.splitlines() if line.startswith("|")]
+
+
+@pytest.mark.slow
+def test_the_test_split_regenerates_from_one_command(tmp_path: Path) -> None:
+    rows = _run(tmp_path / "a")
+    families = [r.split("|")[1].strip().split(" ")[0] for r in rows[2:] if r.split("|")[1].strip()]
+    assert families == list(TEST_FAMILIES)
+    assert [r.split("|")[2].strip() for r in rows[2:]] == list(POLICIES) * len(TEST_FAMILIES)
+    assert rows == _run(tmp_path / "b")  # simulated time: the same figures every run
