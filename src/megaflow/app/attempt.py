@@ -1,18 +1,21 @@
 """The task executor of a real run: sandbox -> agent -> grading -> storage.
 
 The scheduler calls :meth:`AgentExecutor.run` once per attempt. Each attempt
-takes a sandbox from the pool (STARTING), places the task's repository in it,
+takes a sandbox from the pool (STARTING), places the task in it (a repository),
 runs the agent against the model (RUNNING), then (GRADING) kills what the
-agent left running, takes its patch against the base commit, gives the
-agent's sandbox back, and grades the patch in a second, fresh sandbox
-prepared from the task's source: nothing the agent did except its patch
-reaches the grader. The trajectory, the patch and the grade report go to the
-artifact store. Sandboxes go back to the pool on every path, including errors
-and cancellation, so none is leaked.
+agent left running, takes what is graded (for SWE-bench tasks, its patch
+against the base commit), gives the agent's sandbox back, and grades it in a
+second, fresh sandbox: nothing else the agent did reaches the grader. The
+trajectory, what was graded and the grade report go to the artifact store.
+Sandboxes go back to the pool on every path, including errors and
+cancellation, so none is leaked.
 
-Tasks that carry a SWE-bench instance in their payload are prepared and
-graded as such; any other task runs in an empty workspace and is not graded
-(its type is ``synth``: a clean submission is its success). The arm's
+Each run grades through its grader (``grading.type``, :mod:`megaflow.grading`):
+it prepares the agent's sandbox, takes what is graded (after killing what the
+agent left running) and grades it in a fresh sandbox or on the host; the
+reward is :func:`~megaflow.grading.reward.reward_of` of its report. A task
+the grader has nothing to grade with runs in the base sandbox and is not
+graded (its type is ``synth``: a clean submission is its success). The arm's
 :class:`~megaflow.agent.routing.TaskRouter` records each sample's type and
 group in its trajectory and drops token data from ``eval`` and ``synth`` ones.
 

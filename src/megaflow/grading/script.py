@@ -66,14 +66,9 @@ class ScriptGrader:
             cpus=harbor.cpus, memory_mb=harbor.memory_mb, pids=base.resources.pids,
             disk_mb=harbor.storage_mb if base.resources.disk_mb is not None else None,
         )  # fmt: skip
-        return base.model_copy(
-            update={
-                "image": harbor.image or base.image,
-                "workdir": harbor.workdir,
-                "resources": resources,
-                "network": "host" if harbor.internet and base.network == "host" else base.network,
-            }
-        )
+        # allow_internet grants nothing: the network is the run's (environment.network)
+        update = {"image": harbor.image or base.image, "workdir": harbor.workdir}
+        return base.model_copy(update={**update, "resources": resources})
 
     def attempt(self, task: TaskSpec, spec: EnvironmentSpec, fresh: FreshSandbox) -> ScriptAttempt:
         return ScriptAttempt(self.cfg, _task(task), fresh)
