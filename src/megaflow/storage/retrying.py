@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from megaflow.core.errors import AlreadyExists, InvalidTransition, StoreUnavailable
+from megaflow.core.errors import AlreadyExists, InvalidTransition, StorageError, StoreUnavailable
 from megaflow.core.events import Event
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
@@ -68,17 +68,25 @@ class RetryingMetadataStore(MetadataStore):
         (or writes kept before are not yet written: order must hold), ``keep`` it."""
         spool = self.spool
         if spool is not None and not await spool.drain(self.inner):
-            keep()
+            self._keep(keep)
             return
         try:
             await call()
-        except StoreUnavailable:
+        except StoreUnavailable as gone:
             if spool is None:
                 raise
-            keep()
+            self._keep(keep, gone)
 
-    async def stop(self) -> None:
-        await self.inner.stop()
+    def _keep(self, keep: Callable[[], None], gone: StoreUnavailable | None = None) -> None:
+        """Keep a write in the spool; if even that fails (its disk is full too), the
+        store's outage is the error the caller gets."""
+        try:
+            keep()
+        except StorageError as exc:
+            err = gone or self.outage.dead
+            if err is None:
+                raise
+            raise err from exc
 
     async def create_run(self, run: RunSpec) -> None:
         async def settled(exc: Exception) -> bool | None:
