@@ -164,6 +164,21 @@ async def test_a_replica_unreachable_during_an_update_is_taken_out_a_refusal_fai
         await control.update_weights("/ckpt/v2", 2)
 
 
+async def test_an_update_stuck_on_a_hung_replica_ends_when_the_monitor_takes_it_out() -> None:
+    a, b = Engine("a"), Engine("b")
+    router = Router([a, b], health=FAST)
+    control = LocalModelControl(router)
+    await router.start()
+    try:
+        a.hung = True  # takes the connection, never answers: probes and the update wait
+        statuses = await asyncio.wait_for(control.update_weights("/ckpt/v1", 1), 5)
+        assert [(s.type, s.weights_version) for s in statuses] == [("b", 1)]
+        assert "no answer to a health probe" in (router.replicas[0].problem or "")
+    finally:
+        a.hung = False
+        await router.stop()
+
+
 async def test_no_replica_in_rotation_is_a_transport_error_naming_them() -> None:
     a = Engine("a")
     router = Router([a], health=FAST, retries=0)

@@ -15,8 +15,9 @@ A weights update goes to every routed replica at once; each finishes the
 calls it is running on the old weights, then serves the new version. If a
 replica refuses, the error names it and the versions every replica serves.
 A replica that cannot be reached (a transport error) while others took the
-update is taken out of rotation instead, and stays out
-(:mod:`megaflow.model.health`): the fleet goes on at the new version.
+update, or that the health check takes out while it is updating, is out of
+rotation instead, and stays out (:mod:`megaflow.model.health`): the fleet
+goes on at the new version.
 
 Broadcast updates (the trainer's ``broadcast`` weight sync): every routed
 replica that is a :class:`WeightGroupMember` joins the trainer's
@@ -165,7 +166,10 @@ class LocalModelControl(ModelControl):
         if not replicas:
             raise ModelError(f"no backend in rotation to take weights version {version}")
         results = await asyncio.gather(
-            *(r.backend.update_weights(weights, version) for r in replicas),
+            *(
+                r.until_out(r.backend.update_weights(weights, version), "an update")
+                for r in replicas
+            ),
             return_exceptions=True,
         )
         failed = [(r, e) for r, e in zip(replicas, results, strict=True) if e is not None]
@@ -175,7 +179,8 @@ class LocalModelControl(ModelControl):
         unreachable = [r for r, e in failed if isinstance(e, TransportError)]
         if failed and len(unreachable) == len(failed) < len(replicas):
             for r in unreachable:  # failover: the others serve the new version
-                self.router.take_out(r, f"unreachable during the update to weights v{version}")
+                if r.healthy:  # else the health check took it out, and says why
+                    self.router.take_out(r, f"unreachable during the update to weights v{version}")
             return [self._status(r) for r in replicas if r not in unreachable]
         if failed:
             if len(failed) == len(replicas) and isinstance(failed[0][1], InvalidInput):

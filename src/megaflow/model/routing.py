@@ -30,7 +30,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ReplicaLost, TransportError
 from megaflow.model.abstract import UNASSIGNED, Backend, CallContext, ChatRequest, Completion
@@ -38,6 +39,7 @@ from megaflow.model.config import HealthCheckConfig
 from megaflow.model.health import HealthMonitor
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class TokenBucket:
@@ -87,20 +89,25 @@ class Replica:
 
     async def call(self, request: ChatRequest, ctx: CallContext) -> Completion:
         """The backend's answer, or TransportError if the replica is taken out first."""
-        answer = asyncio.ensure_future(self.backend.complete(request, ctx))
+        return await self.until_out(self.backend.complete(request, ctx), "a call")
+
+    async def until_out(self, work: Coroutine[Any, Any, T], what: str) -> T:
+        """``work``'s result; if the replica is taken out of rotation first, ``work``
+        is cancelled and TransportError raised (``what`` names it in the message)."""
+        done = asyncio.ensure_future(work)
         out = asyncio.ensure_future(self._out.wait())
         try:
-            await asyncio.wait({answer, out}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({done, out}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             out.cancel()
-            if not answer.done():
-                answer.cancel()
-        if not answer.done() or answer.cancelled():
+            if not done.done():
+                done.cancel()
+        if not done.done() or done.cancelled():
             raise TransportError(
-                f"{self.backend.name} was taken out of rotation with this call in flight "
+                f"{self.backend.name} was taken out of rotation with {what} in flight "
                 f"({self.problem})"
             )
-        return answer.result()
+        return done.result()
 
 
 class Router:
