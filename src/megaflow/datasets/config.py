@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from megaflow.core.tasks import TaskType
@@ -25,6 +27,15 @@ class GradingConfig(BaseModel):
             "Before the first sample of an instance is graded, grade its base commit once "
             "(test patch applies, runner starts, PASS_TO_PASS pass): a broken grading "
             "environment is then an infrastructure error, never reward 0 for every sample."
+        ),
+    )
+    parser: Literal["swebench", "megaflow"] = Field(
+        "swebench",
+        description=(
+            "swebench: an instance of a repository the swebench harness knows, whose tests "
+            "are read from their log (pytest_log, django), is graded by the harness's own "
+            "parser and report; megaflow: MegaFlow's parsers for every instance. Strict "
+            "grading and the pytest (reporter) format always use MegaFlow's."
         ),
     )
     max_patch_kb: int = Field(

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from megaflow.core.errors import NotFound, SandboxFileError
 from megaflow.datasets.django_report import django_statuses_for
+from megaflow.datasets.harness import harness_verdict
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.patches import apply_patch, patch_files
 from megaflow.datasets.prepare import GIT_ENV, WORKDIR
@@ -86,6 +87,9 @@ class GradeReport(BaseModel):
     test_output: str = Field("", description="The tail of the test run's output.")
     error: str | None = None
     duration_s: float = 0.0
+    parser: str = Field(
+        "megaflow", description="Whose parser and rule read the tests: megaflow or swebench."
+    )
 
 
 def runner_command(instance: SWEInstance) -> str:
@@ -173,12 +177,15 @@ async def grade_prepared(
     patch: bytes | str,
     strict: bool = False,
     allowed: frozenset[str] = frozenset(),
+    harness: bool = True,
 ) -> GradeReport:
     """Grade ``patch`` in ``sandbox``, freshly prepared at the base commit
     (:func:`~megaflow.datasets.prepare.prepare_sandbox`) with nothing else run in it.
 
     ``allowed``: tamper findings the instance's own tests raise at the base
-    commit (:mod:`megaflow.datasets.calibration`), which are not the patch's."""
+    commit (:mod:`megaflow.datasets.calibration`), which are not the patch's.
+    ``harness``: read a log the ``swebench`` harness has a parser for with it
+    (:mod:`megaflow.datasets.harness`; never under ``strict``)."""
     t0 = time.monotonic()
     raw = patch.encode() if isinstance(patch, str) else patch
     text = raw.decode(errors="replace")
@@ -202,7 +209,7 @@ async def grade_prepared(
         return failed_report(instance, f"the test patch did not apply: {why}", raw, strict, t0)
     untrusted = untrusted_files(patch_files(text), patch_files(instance.test_patch))
     run = await run_tests(sandbox, instance, untrusted, config)
-    report = judge(instance, run, strict, allowed)
+    report = judge(instance, run, strict, allowed, harness=harness and not strict)
     report.model_patch = text
     report.patch_sha256 = hashlib.sha256(raw).hexdigest()
     report.duration_s = time.monotonic() - t0
@@ -262,6 +269,7 @@ async def _run_logged(sandbox: Sandbox, instance: SWEInstance) -> ChannelRun:
     run = ChannelRun(read_statuses(instance, res.stdout, res.stderr), [], [], res.exit_code)
     run.timed_out, run.started = res.timed_out, True
     run.output = (res.stdout + res.stderr)[-OUTPUT_TAIL:]
+    run.log = res.stdout + "\n" + res.stderr
     if res.timed_out:
         run.problems.append(
             f"the tests ran past {instance.megaflow_test_timeout_s:g} s and were killed"
@@ -269,12 +277,41 @@ async def _run_logged(sandbox: Sandbox, instance: SWEInstance) -> ChannelRun:
     return run
 
 
+def harness_score(instance: SWEInstance, log: str) -> GradeReport | None:
+    """The report the ``swebench`` harness gives ``log`` (its parser, its rule), or
+    None when it has no parser for the instance."""
+    verdict = harness_verdict(instance, log)
+    if verdict is None:
+        return None
+    statuses, passing, _failing, resolved = verdict
+    f2p, p2p = TestOutcome(), TestOutcome()
+    for outcome, tests in ((f2p, instance.FAIL_TO_PASS), (p2p, instance.PASS_TO_PASS)):
+        for t in tests:
+            (outcome.passed if t in passing else outcome.failed).append(t)
+    total = len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS)
+    if instance.megaflow_reward == "fraction":
+        reward = (len(f2p.passed) + len(p2p.passed)) / total
+    else:
+        reward = 1.0 if resolved else 0.0
+    return GradeReport(
+        instance_id=instance.instance_id, resolved=resolved, reward=reward,
+        test_patch_applied=True, fail_to_pass=f2p, pass_to_pass=p2p, parser="swebench",
+        statuses={t: (s.value if s else "MISSING") for t, s in statuses.items()},
+    )  # fmt: skip
+
+
 def judge(
-    instance: SWEInstance, run: ChannelRun, strict: bool, allowed: frozenset[str] = frozenset()
+    instance: SWEInstance,
+    run: ChannelRun,
+    strict: bool,
+    allowed: frozenset[str] = frozenset(),
+    harness: bool = False,
 ) -> GradeReport:
-    """The report of a test run: the rule applied to its statuses, then nothing
+    """The report of a test run: the rule applied to its statuses (the harness's
+    parser and rule with ``harness``, when it knows the instance), then nothing
     resolves that the run cannot vouch for, and a tampered run earns 0."""
-    report = score(instance, run.statuses, strict)
+    official = harness_score(instance, run.log) if harness and run.log else None
+    report = official or score(instance, run.statuses, strict)
     tampers = [t for t in run.tampers if t not in allowed]
     if run.problems or tampers:
         report.resolved, report.reward = False, 0.0

@@ -68,6 +68,8 @@ class ChannelRun:
     timed_out: bool = False
     output: str = ""
     started: bool = False
+    log: str = ""
+    """A log-read format's whole output (stdout, then stderr), for the harness's parsers."""
 
 
 def _holds_settings(name: str, content: bytes) -> bool:

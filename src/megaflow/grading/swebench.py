@@ -114,4 +114,7 @@ class SwebenchAttempt:
             self.times["grade_prepare_s"] = (
                 time.perf_counter() - t0 - self.times["grade_sandbox_start_s"]
             )
-            return await grade_prepared(sandbox, self.instance, taken.data, self.strict, allowed)
+            return await grade_prepared(
+                sandbox, self.instance, taken.data, self.strict, allowed,
+                harness=self.cfg.parser == "swebench",
+            )  # fmt: skip
