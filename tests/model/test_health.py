@@ -37,6 +37,7 @@ class Engine(Backend):
         self.hung = False
         self.refuse = False
         self.calls = 0
+        self.loaded: list[object] = []
 
     async def _gate(self) -> None:
         if self.hung:
@@ -57,6 +58,7 @@ class Engine(Backend):
         await self._gate()
         if self.refuse:
             raise ModelError(f"{self.name} refuses v{version}")
+        self.loaded.append(weights)
         self.weights_version = version
 
 
@@ -106,6 +108,7 @@ async def test_the_monitor_takes_a_dead_replica_out_and_puts_it_back() -> None:
     assert {await where(router, f"t{i}") for i in range(4)} == {"b"}
     a.down = False
     await monitor.check()
+    await monitor.settled()
     assert all(s.healthy for s in await control.list_backends())
     assert {await where(router, f"u{i}") for i in range(4)} == {"a", "b"}
 
@@ -130,7 +133,7 @@ async def test_a_hung_replica_is_taken_out_and_its_calls_in_flight_aborted() -> 
         await router.stop()
 
 
-async def test_a_replica_that_missed_an_update_stays_out() -> None:
+async def test_a_replica_that_missed_an_update_loads_it_before_it_is_back() -> None:
     a, b = Engine("a"), Engine("b")
     router = Router([a, b], health=FAST)
     control = LocalModelControl(router)
@@ -141,10 +144,26 @@ async def test_a_replica_that_missed_an_update_stays_out() -> None:
     await monitor.check()
     statuses = await control.update_weights("/ckpt/v1", 1)  # goes to b only
     assert [(s.type, s.weights_version) for s in statuses] == [("b", 1)]
+    a.refuse = True  # answers probes, cannot load the checkpoint: stays out
     a.down = False
     await monitor.check()
+    await monitor.settled()
     assert not router.replicas[0].healthy
-    assert "serves weights v0 while the fleet serves v1" in (router.replicas[0].problem or "")
+    assert "did not load weights v1: a refuses v1" in (router.replicas[0].problem or "")
+    a.refuse = False
+    await monitor.check()
+    await monitor.settled()
+    assert router.replicas[0].healthy
+    assert a.loaded == ["/ckpt/v1"]  # the fleet's checkpoint, before it took calls again
+    a.down = True
+    await monitor.check()
+    await monitor.check()
+    await control.update_weights({"w": 0}, 2)  # tensors: nothing a replica could load later
+    a.down = False
+    await monitor.check()
+    await monitor.settled()
+    assert not router.replicas[0].healthy
+    assert "serves weights v1 while the fleet serves v2" in (router.replicas[0].problem or "")
 
 
 async def test_a_replica_unreachable_during_an_update_is_taken_out_a_refusal_fails() -> None:

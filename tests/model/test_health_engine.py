@@ -124,7 +124,7 @@ def fleet(a: Engine, b: Engine, **kw: object) -> ModelService:
     return make_model_service(cfg)
 
 
-async def turn(service: ModelService, tid: str, n: int = 1) -> str:
+async def turn(service: ModelService, tid: str, n: int = 1, version: int = 0) -> str:
     """Turn ``n`` of trajectory ``tid``; the base URL of the engine that answered."""
     messages = [{"role": "user", "content": "fix the bug"}]
     for i in range(1, n):
@@ -135,7 +135,7 @@ async def turn(service: ModelService, tid: str, n: int = 1) -> str:
     request = ChatRequest(messages=messages, temperature=1.0, max_tokens=4)
     _, call = await service.complete(request, tid)
     assert call.token_ids
-    assert call.weights_version == 0
+    assert call.weights_version == version
     replica = service.router._affinity[tid][0]
     return replica.backend.name
 
@@ -174,9 +174,14 @@ async def test_a_hung_engine_is_taken_out_after_its_probe_timeout_and_comes_back
             }  # fmt: skip
             for i in range(3):  # the new episodes all go to the live engine
                 assert (await turn(service, f"n{i}")).endswith(other.base_url)
+            took = await service.control.update_weights(str(model), 1)  # a checkpoint path
+            assert [(s.type, s.weights_version) for s in took] == [(f"openai:{other.base_url}", 1)]
             hung.signal(signal.SIGCONT)
-            await wait_until(lambda: replica.healthy, 20)
-            assert all(s.healthy for s in await service.control.list_backends())
+            await wait_until(lambda: replica.healthy, 60)  # after it loaded v1 itself
+            statuses = await service.control.list_backends()
+            assert [(s.healthy, s.weights_version) for s in statuses] == [(True, 1), (True, 1)]
+            answered = {await turn(service, f"m{i}", version=1) for i in range(4)}
+            assert answered == {first, f"openai:{other.base_url}"}  # both in rotation
         finally:
             await service.stop()
 

@@ -181,6 +181,7 @@ class LocalModelControl(ModelControl):
             for r in unreachable:  # failover: the others serve the new version
                 if r.healthy:  # else the health check took it out, and says why
                     self.router.take_out(r, f"unreachable during the update to weights v{version}")
+            self._took(weights, version)
             return [self._status(r) for r in replicas if r not in unreachable]
         if failed:
             if len(failed) == len(replicas) and isinstance(failed[0][1], InvalidInput):
@@ -191,7 +192,12 @@ class LocalModelControl(ModelControl):
                 f"weights version {version} was refused by {len(failed)} of {len(replicas)} "
                 f"backends ({reasons}); versions served now: {served}"
             )
+        self._took(weights, version)
         return [self._status(r) for r in replicas]
+
+    def _took(self, weights: Weights, version: int) -> None:
+        """A checkpoint path the fleet took is what a replica coming back loads first."""
+        self.router.latest_weights = (weights, version) if isinstance(weights, str) else None
 
     # -- broadcast weight updates ---------------------------------------------
 

@@ -10,10 +10,12 @@ it, and its calls in flight are aborted as transport errors, so a hung server
 (one that accepts connections but never answers) costs at most
 ``failures * (interval_s + timeout_s)`` seconds instead of the call timeout.
 
-A replica that answers again is put back only if it serves the fleet's
-weights version: one that missed an update while it was out would otherwise
-generate with old weights under the new version's name; it stays out, and
-says why, until it is registered again.
+A replica that answers again is put back at the fleet's weights version
+only: one that missed updates while it was out would otherwise generate with
+old weights. If the fleet's last update was a checkpoint path
+(``Router.latest_weights``, kept by the model control), the replica loads it
+first, beside the probes; otherwise, or if the load fails, it stays out and
+says why.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Fleet(Protocol[M]):
     @property
     def replicas(self) -> Sequence[M]: ...
 
+    @property
+    def latest_weights(self) -> tuple[str, int] | None:
+        """The checkpoint path and version the replicas in rotation last took, if a path."""
+
     def take_out(self, member: M, reason: str) -> None: ...
 
     def put_back(self, member: M) -> None: ...
@@ -61,17 +67,21 @@ class HealthMonitor(Generic[M]):
         self.failures: dict[int, int] = {}
         """Probes failed in a row, by ``id(member)``."""
         self._task: asyncio.Task[None] | None = None
+        self._catching: dict[int, asyncio.Task[None]] = {}
+        """Replicas being put back (loading the fleet's weights first), by ``id``."""
 
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="model-health")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks = [t for t in (self._task, *self._catching.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -96,6 +106,10 @@ class HealthMonitor(Generic[M]):
         else:
             self._answered(member)
 
+    async def settled(self) -> None:
+        """Wait for the put-backs in progress (a replica loading the fleet's weights)."""
+        await asyncio.gather(*list(self._catching.values()), return_exceptions=True)
+
     def _failed(self, member: M, why: str) -> None:
         n = self.failures[id(member)] = self.failures.get(id(member), 0) + 1
         if member.healthy and n >= self.config.failures:
@@ -103,14 +117,29 @@ class HealthMonitor(Generic[M]):
 
     def _answered(self, member: M) -> None:
         self.failures[id(member)] = 0
-        if member.healthy:
+        if member.healthy or id(member) in self._catching:
             return
+        task = asyncio.create_task(self._readmit(member), name="model-health-readmit")
+        self._catching[id(member)] = task
+        task.add_done_callback(lambda _: self._catching.pop(id(member), None))
+
+    async def _readmit(self, member: M) -> None:
+        """Put ``member`` back at the fleet's version: load the latest checkpoint into
+        it first if it missed updates (the load runs beside the probes, not in them)."""
         served = [m.backend.weights_version for m in self.fleet.replicas if m.healthy]
         fleet = max(served, default=member.backend.weights_version)
+        latest = self.fleet.latest_weights
+        if member.backend.weights_version != fleet and latest is not None and latest[1] == fleet:
+            try:
+                await member.backend.update_weights(latest[0], fleet)
+            except Exception as exc:  # it stays out, saying why; the next probe tries again
+                member.problem = f"answers again but did not load weights v{fleet}: {exc}"
+                return
         if member.backend.weights_version != fleet:
             member.problem = (
                 f"answers again but serves weights v{member.backend.weights_version} while "
-                f"the fleet serves v{fleet}; register it again to bring it back"
+                f"the fleet serves v{fleet}, and no checkpoint of v{fleet} is known; register "
+                "it again to bring it back"
             )
             return
         self.fleet.put_back(member)

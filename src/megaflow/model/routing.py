@@ -137,6 +137,9 @@ class Router:
         self._affinity: OrderedDict[str, tuple[Replica, bool]] = OrderedDict()
         """Trajectory id -> its replica, and whether it is pinned there (token ids given)."""
         self.max_affinities = 100_000  # trajectories never released must not grow memory
+        self.latest_weights: tuple[str, int] | None = None
+        """The checkpoint path and version of the last update the replicas in rotation
+        took (set by the model control); a replica put back after it loads it first."""
         self.monitor = HealthMonitor(self, health) if health is not None else None
 
     @property
