@@ -1,6 +1,7 @@
 # MegaFlow: two commands on a fresh clone.
 #   make run   - set up .venv and run the main job: the train quickstart, the closed RL loop
-#                (megaflow train examples/train-quickstart.yaml) on embedded defaults
+#                (megaflow train examples/train-quickstart.yaml) on embedded defaults, beside
+#                its shuffled-reward control; fails unless the trained policy beats the control
 #   make test  - set up .venv (and system packages when root) and run every test
 #   make eval  - the evaluation job (gold and empty patches on the mini-SWE set)
 PYTHON ?= python3
@@ -8,6 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 POLICY := .megaflow/models/settings-fix
+QUICKSTART := .megaflow/train/quickstart
 # Test processes (pytest-xdist), a test file each at a time: its fixtures stay in one process.
 TEST_WORKERS ?= 2
 XDIST  := -n $(TEST_WORKERS) --dist loadfile
@@ -32,12 +34,21 @@ sysdeps:
 	bash scripts/install-sysdeps.sh
 
 # Built once; again when the demonstrations change.
+# One torch thread per process: the policy is tiny, and on a shared machine a second
+# thread mostly spins (the warm start, under load, took several times the CPU per step with
+# the default threads).
+$(POLICY) run: export OMP_NUM_THREADS ?= 1
 $(POLICY): tasks/settings-fix/demonstrations.jsonl | $(STAMP)
 	rm -rf $(POLICY)
 	$(PY) -m megaflow.app.training.quickstart $(POLICY)
 
+# The trained arm, its control (the same loop, each group's rewards shuffled; it starts
+# from the same weights, so the trained arm's round before training serves both), the verdict.
 run: $(STAMP) sysdeps $(POLICY)
-	$(VENV)/bin/megaflow train examples/train-quickstart.yaml
+	$(VENV)/bin/megaflow train examples/train-quickstart.yaml --curve $(QUICKSTART)/trained.png
+	$(VENV)/bin/megaflow train examples/train-quickstart.yaml --control shuffled --no-eval-before \
+		--curve $(QUICKSTART)/control.png
+	$(VENV)/bin/megaflow train compare $(QUICKSTART)/trained.json $(QUICKSTART)/control.json
 
 train: run
 

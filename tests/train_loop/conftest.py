@@ -19,7 +19,7 @@ from megaflow.train.warm_start import load_conversations
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "tasks" / "settings-fix"
-SYSTEM = "Fix the setting with one edit call, then call submit."
+SYSTEM = "Read the file, fix the setting with one edit call, then call submit."
 
 
 def conversations() -> list[list[dict[str, Any]]]:

@@ -2,13 +2,15 @@
 
 A policy built from random weights cannot produce a tool call, so RL would
 see reward 0 everywhere and learn nothing. The warm start teaches the format
-and a little of the task on a demonstration split the RL loop never uses:
-each instance becomes the conversation the builtin agent would have (its
-system prompt, the problem statement) answered in one turn by the gold
-patch written as ``edit`` calls followed by ``submit`` (:func:`edit_calls`).
-:func:`warm_start` trains on the answer tokens only (the prompt is masked
-out), rendering each conversation with the tokenizer's chat template as the
-``transformers`` backend does, and saves the model in place.
+and a little of the task on demonstrations the RL loop never uses: each is
+the conversation the builtin agent would have (its system prompt, the
+problem statement, and for a multi-turn answer the tool results between the
+assistant's turns); a gold patch becomes a one-turn answer of ``edit`` calls
+followed by ``submit`` (:func:`edit_calls`, :func:`demonstration`).
+:func:`warm_start` trains on the tokens of every assistant turn only (the
+prompt and the tool results are masked out), rendering each conversation
+with the tokenizer's chat template as the ``transformers`` backend does, and
+saves the model in place.
 
 Torch and transformers are imported inside :func:`warm_start` only.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ class WarmStartConfig(BaseModel):
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate (linear warmup, then flat).")
     warmup: int = Field(10, ge=0, description="Steps of linear learning-rate warmup.")
     seed: int = Field(0, description="Seed of the batch order.")
+    report_every: int = Field(100, ge=0, description="Steps between progress calls (0: none).")
 
 
 def _call(name: str, args: dict[str, str]) -> dict[str, Any]:
@@ -146,11 +149,41 @@ def encode_demonstration(
     return [int(t) for t in ids], len(p_ids)
 
 
+def encode_turns(
+    tokenizer: Any, conversation: list[dict[str, Any]]
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids of a whole conversation and the ``[start, end)`` span of each
+    assistant turn's tokens (after its ``<|assistant|>`` marker, up to and with its end)."""
+    full = tokenizer.apply_chat_template(conversation, tokenize=False)
+    ids = [int(t) for t in tokenizer(full, add_special_tokens=False)["input_ids"]]
+    spans: list[tuple[int, int]] = []
+    for i, msg in enumerate(conversation):
+        if msg["role"] != "assistant":
+            continue
+        head = tokenizer.apply_chat_template(
+            conversation[:i], tokenize=False, add_generation_prompt=True
+        )
+        upto = tokenizer.apply_chat_template(conversation[: i + 1], tokenize=False)
+        h_ids = tokenizer(head, add_special_tokens=False)["input_ids"]
+        u_ids = tokenizer(upto, add_special_tokens=False)["input_ids"]
+        if ids[: len(u_ids)] != u_ids or u_ids[: len(h_ids)] != h_ids:
+            raise InvalidInput("the chat template does not render each turn as a prefix")
+        spans.append((len(h_ids), len(u_ids)))
+    return ids, spans
+
+
+ProgressFn = Callable[[int, int, float], None]
+"""Called as ``progress(step, steps, loss)`` every ``WarmStartConfig.report_every`` steps."""
+
+
 def warm_start(
-    model_dir: str | Path, conversations: Sequence[list[dict[str, Any]]], config: WarmStartConfig
+    model_dir: str | Path,
+    conversations: Sequence[list[dict[str, Any]]],
+    config: WarmStartConfig,
+    progress: ProgressFn | None = None,
 ) -> list[float]:
-    """Train the model in ``model_dir`` on the answers of ``conversations``, save it
-    there, and return the loss of every step."""
+    """Train the model in ``model_dir`` on the assistant turns of ``conversations``,
+    save it there, and return the loss of every step."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -158,7 +191,7 @@ def warm_start(
         raise InvalidInput("the warm start has no demonstrations")
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    encoded = [encode_demonstration(tok, c) for c in conversations]
+    encoded = [encode_turns(tok, c) for c in conversations]
     gen = torch.Generator().manual_seed(config.seed)
     optim = torch.optim.AdamW(model.parameters(), lr=config.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -176,9 +209,10 @@ def warm_start(
         input_ids = torch.full((len(batch), width), int(tok.pad_token_id))
         labels = torch.full((len(batch), width), -100)
         attn = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (ids, n_prompt) in enumerate(batch):
+        for i, (ids, spans) in enumerate(batch):
             input_ids[i, : len(ids)] = torch.tensor(ids)
-            labels[i, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
+            for start, end in spans:
+                labels[i, start:end] = torch.tensor(ids[start:end])
             attn[i, : len(ids)] = 1
         loss = model(input_ids=input_ids, attention_mask=attn, labels=labels).loss
         loss.backward()
@@ -187,6 +221,8 @@ def warm_start(
         sched.step()
         optim.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
+        if progress is not None and config.report_every and len(losses) % config.report_every == 0:
+            progress(len(losses), config.steps, losses[-1])
     model.train(False)
     model.save_pretrained(model_dir)
     return losses

@@ -12,8 +12,11 @@ directory does not exist yet.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from megaflow.datasets.loader import load_instances
@@ -24,20 +27,68 @@ SFT_STEPS = 1000
 """Warm-start steps: the copy of names and values from the issue forms late."""
 
 
-def prepare(out: Path, tasks: Path, *, sft_steps: int, seed: int = 0) -> Path:
+def _print(line: str) -> None:
+    print(line, flush=True)  # a progress line shows at once, also through a pipe
+
+
+def prepare(
+    out: Path,
+    tasks: Path,
+    *,
+    sft_steps: int,
+    seed: int = 0,
+    say: Callable[[str], None] | None = _print,
+) -> Path:
     """Build and warm-start the policy in a temporary folder, then move it to ``out``,
-    so an interrupted build leaves no half-made model behind."""
+    so an interrupted build leaves no half-made model behind. ``say`` gets a
+    progress line every 100 steps (None: silent)."""
     convs = load_conversations(tasks / "demonstrations.jsonl")
     train = load_instances(tasks / "train.jsonl")
     texts = [render(c) for c in convs] + [i.problem_statement for i in train]
     out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+
+    def progress(step: int, steps: int, loss: float) -> None:
+        if say is not None:
+            say(f"warm start: step {step}/{steps}, loss {loss:.3f}, {time.monotonic() - t0:.0f} s")
+
     with tempfile.TemporaryDirectory(prefix=".policy-", dir=out.parent) as tmp:
         built = build_policy(Path(tmp) / "policy", texts, PolicyConfig(seed=seed))
-        losses = warm_start(built, convs, WarmStartConfig(steps=sft_steps, seed=seed))
-        if losses:
-            print(f"warm start: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+        losses = warm_start(built, convs, WarmStartConfig(steps=sft_steps, seed=seed), progress)
+        if losses and say is not None:
+            say(f"warm start: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
         shutil.move(str(built), out)
     return out
+
+
+def policy_key(tasks: Path, *, sft_steps: int, seed: int) -> str:
+    """What a prepared policy depends on: the demonstrations, the train split's issues
+    (the tokenizer's corpus), the builder's and the warm start's code, steps and seed."""
+    from megaflow.train import quickstart_model
+    from megaflow.train import warm_start as warm_start_module
+
+    h = hashlib.sha256(f"{sft_steps}|{seed}".encode())
+    for f in (tasks / "demonstrations.jsonl", tasks / "train.jsonl"):
+        h.update(f.read_bytes())
+    for mod in (quickstart_model, warm_start_module):
+        h.update(Path(mod.__file__ or "").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached(
+    cache: Path,
+    tasks: Path,
+    *,
+    sft_steps: int,
+    seed: int = 0,
+    say: Callable[[str], None] | None = None,
+) -> Path:
+    """The policy :func:`prepare` makes from these inputs, kept under ``cache`` by
+    :func:`policy_key`: built when no earlier call left it, else reused."""
+    out = cache / f"settings-fix-{policy_key(tasks, sft_steps=sft_steps, seed=seed)}"
+    if (out / "config.json").is_file():
+        return out
+    return prepare(out, tasks, sft_steps=sft_steps, seed=seed, say=say)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""The audit_api service."""

@@ -1,0 +1,1 @@
+"""The event_api service."""

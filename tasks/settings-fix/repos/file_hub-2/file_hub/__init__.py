@@ -1,0 +1,1 @@
+"""The file_hub service."""

@@ -1,0 +1,1 @@
+"""The mail_api service."""

@@ -1,0 +1,1 @@
+"""The price_worker service."""

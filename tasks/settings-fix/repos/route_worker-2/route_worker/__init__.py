@@ -1,0 +1,1 @@
+"""The route_worker service."""

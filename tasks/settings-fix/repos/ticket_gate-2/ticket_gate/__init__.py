@@ -1,0 +1,1 @@
+"""The ticket_gate service."""

@@ -1,0 +1,1 @@
+"""The user_feed service."""
