@@ -1,10 +1,11 @@
 """A full host disk is the host's fault: new attempts wait for space, and a
-patch that cannot be taken for want of space is an infrastructure failure."""
+sample spoiled while the host's disk was full is an infrastructure failure."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,32 @@ def _executor(disk: DiskFloor) -> AgentExecutor:
     return AgentExecutor(unused, {}, unused, unused, disk=disk)
 
 
-def test_a_patch_lost_to_the_host_disk_is_infrastructure(tmp_path: Path) -> None:
-    with pytest.raises(SandboxError, match="the host's disk is full"):
-        _executor(DiskFloor([tmp_path], 1 << 40))._host_disk_check(OUT_OF_SPACE)
+def test_a_sample_spoiled_while_the_host_disk_was_full_is_infrastructure(
+    tmp_path: Path,
+) -> None:
+    since = time.monotonic()
+    with pytest.raises(SandboxError, match="the host's disk was full during the attempt"):
+        _executor(DiskFloor([tmp_path], 1 << 40))._host_disk_check(since, f"{OUT_OF_SPACE}; ")
 
 
-def test_a_patch_lost_to_the_agent_s_own_quota_stays_the_agent_s(tmp_path: Path) -> None:
-    # the host has room: the sandbox's own disk limit was hit, by the agent
-    _executor(DiskFloor([tmp_path], 0))._host_disk_check(OUT_OF_SPACE)
-    _executor(DiskFloor([tmp_path], 1 << 40))._host_disk_check("not a git repository")
+async def test_a_disk_full_only_for_a_while_during_the_attempt_still_counts(
+    tmp_path: Path,
+) -> None:
+    floor = DiskFloor([tmp_path], 1 << 40, poll_s=0.01)
+    since = time.monotonic()
+    await floor.start()
+    try:
+        await asyncio.sleep(0.05)  # the watcher sees the folder short ...
+        floor.floor = 0  # ... then space is back before the attempt ends
+        assert floor.short() is None
+        with pytest.raises(SandboxError, match="was full during the attempt"):
+            _executor(floor)._host_disk_check(since, "")
+        # an attempt that began after the disk had room again is the agent's own
+        _executor(floor)._host_disk_check(time.monotonic() + 1, "")
+    finally:
+        await floor.stop()
+
+
+def test_with_room_on_the_host_the_sample_stays_the_agent_s(tmp_path: Path) -> None:
+    # the host has room: a sandbox's own disk limit was hit, by the agent
+    _executor(DiskFloor([tmp_path], 0))._host_disk_check(time.monotonic(), f"{OUT_OF_SPACE}; ")

@@ -60,8 +60,7 @@ async def test_full_state_disk_holds_and_waits(tmp_path: Path, leaks: LeakCheck)
         finally:
             run.kill()
         out = run.output
-        assert code == 0, out[-4000:]
-        async with SqliteMetadataStore(db) as md:
+        async with SqliteMetadataStore(db) as md:  # the books first: they say what went wrong
             runs = await md.list_runs()
             for r in runs:
                 control = r.id.endswith("-control")
@@ -74,5 +73,6 @@ async def test_full_state_disk_holds_and_waits(tmp_path: Path, leaks: LeakCheck)
                     earlier = led.attempts[tid][:-1]
                     assert all(a.error_kind is ErrorKind.INFRA for a in earlier), earlier
         assert integrity_check(db) == "ok"
+    assert code == 0, out[-4000:]
     assert "holding new tasks" in out, out[-3000:]
     assert "Traceback" not in out, out[-4000:]

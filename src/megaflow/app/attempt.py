@@ -141,6 +141,7 @@ class AgentExecutor(TaskExecutor):
         task = ctx.spec
         if self.disk is not None:
             await self.disk.room(task.id)
+        since = time.monotonic()
         ctx.stage(TaskState.STARTING)
         t0 = time.perf_counter()
         async with self._sandbox(task, spec) as sandbox:
@@ -154,24 +155,26 @@ class AgentExecutor(TaskExecutor):
             taken = None
             if grading is not None:  # kills what the agent left running, first
                 taken = await grading.take(sandbox, traj)
-                self._host_disk_check(taken.error)
+                if disk_error(taken.error):
+                    self._host_disk_check(since, f"{taken.error}; ")
         times = {"sandbox_start_s": start_s, "prepare_s": prepare_s, "agent_s": agent_s}
         report = None
         if grading is not None and taken is not None:
             report = await grading.grade(taken)
             times.update(grading.times)
+        if failure is not None or (report is not None and not report.resolved):
+            self._host_disk_check(since, "the sample did not come out resolved and ")
         times["grade_s"] = time.perf_counter() - t2
         return await self._finish(ctx, traj, report, taken, times, failure)
 
-    def _host_disk_check(self, error: str | None) -> None:
-        """A patch that cannot be taken because the host's disk is full is the
-        host's failure (retried), not the agent's sample."""
-        if self.disk is None or not disk_error(error):
-            return
-        low = self.disk.short()
+    def _host_disk_check(self, since: float, what: str) -> None:
+        """A sample spoiled while the host's disk was full (since monotonic ``since``)
+        is the host's failure (retried), not the agent's sample."""
+        low = None if self.disk is None else self.disk.short_since(since)
         if low is not None:
             raise SandboxError(
-                f"{error}; the host's disk is full ({low[0]} has {low[1] / 2**20:.1f} MB free)"
+                f"{what}the host's disk was full during the attempt ({low[0]} had "
+                f"{low[1] / 2**20:.1f} MB free, below storage.outage.min_free_mb)"
             )
 
     @contextlib.asynccontextmanager

@@ -5,19 +5,26 @@ to (the SQLite database's folder, the local artifact root, the local
 sandbox root). While one of them has less free space than
 ``storage.outage.min_free_mb``, new attempts wait before taking a sandbox
 (they are held, not failed), and the run says so once, and again when the
-space is back. The executor also asks it whether a disk error in a sandbox
-(git unable to write while taking the agent's patch) came from the host's
-disk: then the attempt is an infrastructure failure and is retried, never a
-graded sample with reward 0.
+space is back. The executor also asks it whether the host's disk was full
+while an attempt ran (a background look every ``poll_s`` remembers when a
+folder was last short): then a patch that could not be taken for want of
+space, or a sample that did not come out resolved, is an infrastructure
+failure and is retried, never a graded sample with reward 0 (a full disk
+can break the repository, the agent's edits or the grader's tests, and the
+sample would then say nothing about the agent).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
+
+from megaflow.core.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,10 @@ def _existing(path: Path) -> Path:
     return path
 
 
-class DiskFloor:
+class DiskFloor(Lifecycle):
+    """Started, it looks at the folders every ``poll_s`` and remembers when one was
+    last short, so an attempt can ask whether the disk was full while it ran."""
+
     def __init__(self, folders: Iterable[Path], min_free_mb: int, poll_s: float = 0.5) -> None:
         self.folders = sorted({Path(f) for f in folders})
         self.floor = min_free_mb * 1024 * 1024
@@ -46,6 +56,34 @@ class DiskFloor:
         self.holding = False
         self.held = 0
         """Attempts that had to wait for space, over the run."""
+        self.last_short: tuple[float, Path, int] | None = None
+        """(monotonic time, folder, free bytes) when a folder was last seen short."""
+        self._watch: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._watch is None and self.floor > 0 and self.folders:
+            self._watch = asyncio.get_running_loop().create_task(self._watching())
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+
+    async def _watching(self) -> None:
+        while True:
+            self.short()
+            await asyncio.sleep(self.poll_s)
+
+    def short_since(self, since: float) -> tuple[Path, int] | None:
+        """A folder that is short now or was seen short after monotonic ``since``."""
+        low = self.short()
+        if low is not None:
+            return low
+        if self.last_short is not None and self.last_short[0] >= since:
+            return self.last_short[1], self.last_short[2]
+        return None
 
     def short(self) -> tuple[Path, int] | None:
         """The first folder below the floor and its free bytes, or None."""
@@ -57,6 +95,7 @@ class DiskFloor:
             except OSError:
                 continue
             if free < self.floor:
+                self.last_short = (time.monotonic(), folder, free)
                 return folder, free
         return None
 

@@ -124,6 +124,8 @@ class Job(Lifecycle):
             job_metrics = JobMetrics(self.registry)
 
             disk = DiskFloor(state_folders(cfg), cfg.storage.outage.min_free_mb)
+            await disk.start()
+            self._started.append(disk)
 
             def attempts(pool: SandboxPool) -> AgentExecutor:
                 return AgentExecutor(
