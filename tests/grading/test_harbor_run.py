@@ -53,11 +53,17 @@ def test_oracle_resolves_every_harbor_task_and_the_empty_control_none(
     assert again.exit_code == 0, again.output
     assert again.output.count(": cached") == 8, again.output
 
-    res = runner.invoke(app, ["run", str(_config(tmp_path, out, podman_service.url))],
-                        env={"COLUMNS": "200"})  # fmt: skip
+    cfg = _config(tmp_path, out, podman_service.url)
+    res = runner.invoke(app, ["run", str(cfg)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "check pass: run resolves >= 100% (got 100.0%)" in res.output, res.output
     assert "check pass: control resolves <= 0% (got 0.0%)" in res.output, res.output
+
+    # the stored final files, verified again in fresh containers: the same rewards
+    run = next(x for x in res.output.splitlines() if x.startswith("run ")).split()[1].rstrip(":")
+    again = runner.invoke(app, ["regrade", run, "--config", str(cfg)], env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert "8 samples: 0 changed, 0 skipped" in again.output, again.output
 
 
 def test_a_broken_harbor_folder_is_a_clear_error(tmp_path: Path) -> None:

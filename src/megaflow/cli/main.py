@@ -13,6 +13,7 @@ from megaflow.cli import (
     grade_cmd,
     inspect_cmd,
     logs_cmd,
+    regrade_cmd,
     run_cmd,
     sandbox_cmd,
     serve_cmd,
@@ -42,6 +43,7 @@ app.command("export")(inspect_cmd.export)
 app.command("cancel")(cancel_cmd.cancel)
 app.command("logs")(logs_cmd.logs)
 app.command("grade")(grade_cmd.grade)
+app.command("regrade")(regrade_cmd.regrade)
 app.command("bench")(bench_cmd.bench)
 app.command("top")(top_cmd.top)
 app.command("dashboard")(dashboard_cmd.dashboard)
