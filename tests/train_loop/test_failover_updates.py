@@ -15,6 +15,7 @@ reweight``) counts from there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from megaflow.app.training.staleness import apply_staleness
 from megaflow.config import parse_config
 from megaflow.core.trajectory import ModelCall, Trajectory
 from megaflow.model.abstract import ChatRequest, Completion
+from megaflow.model.client import InProcessModelClient
 from megaflow.model.config import TransformersModelConfig
 from megaflow.model.factory import make_model_client
 from megaflow.model.gateway import completion_body
@@ -165,6 +167,22 @@ def test_the_segments_of_a_partial_rollout_cross_the_gateway() -> None:
     assert "segments" not in whole["megaflow"]
 
 
+class PushMidGeneration(TrainLoop):
+    """The loop, its pushes timed to land while the rollout model generates (if it
+    still does within 30 s): an update between two generations would cut nothing."""
+
+    async def _push(self) -> None:
+        model = self.job.arms[self.run_id].model
+        assert isinstance(model, InProcessModelClient)
+        backend = model.service.router.replicas[0].backend
+        assert isinstance(backend, TransformersBackend)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                while not backend._lock.locked():  # noqa: ASYNC110 - no event to wait on
+                    await asyncio.sleep(0.001)
+        await super()._push()
+
+
 async def test_the_async_loop_resumes_generations_across_its_updates(
     tmp_path: Path, policy: Path
 ) -> None:
@@ -178,7 +196,8 @@ async def test_the_async_loop_resumes_generations_across_its_updates(
     raw["model"]["update_in_flight"] = "resume"
     raw["agent"]["completion_tokens"] = 256  # long generations: the model is rarely idle
     raw["scheduler"]["max_concurrency"] = 12  # every round in flight at once
-    curve = await TrainLoop(parse_config(raw), run_id="tl-resume", printer=lambda _: None).run()
+    loop = PushMidGeneration(parse_config(raw), run_id="tl-resume", printer=lambda _: None)
+    curve = await loop.run()
     assert [p.weights_version for p in curve.steps] == [1, 2, 3]
     episodes: dict[str, list[ModelCall]] = {}
     for f in (tmp_path / "art").rglob("trajectory.json"):
