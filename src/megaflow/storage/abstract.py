@@ -230,3 +230,9 @@ class ArtifactStore(Lifecycle, abc.ABC):
 
     @abc.abstractmethod
     async def list(self, prefix: str = "") -> list[str]: ...
+
+    def location(self, key: str) -> str | None:
+        """Where a reader outside MegaFlow (an inference engine loading a
+        checkpoint) finds the artifacts under ``key``: a directory or a URI;
+        None when the store has no such address."""
+        return None

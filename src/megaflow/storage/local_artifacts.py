@@ -25,6 +25,9 @@ class LocalArtifactStore(ArtifactStore):
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
 
+    def location(self, key: str) -> str:
+        return str(self._path(key))
+
     async def start(self) -> None:
         private_dir(self.root)  # new folders 0700; files are written 0600 (mkstemp)
 

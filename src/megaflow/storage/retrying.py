@@ -264,22 +264,14 @@ class RetryingEventBus(EventBus):
 
 
 class RetryingArtifactStore(ArtifactStore):
-    """Callers that need to know where the bytes live (the trainer's disk weight
-    sync hands engines a directory or an ``s3://`` URI) see the backend: its
-    attributes read through, and ``isinstance`` answers for its class."""
+    """The artifact store, its calls waiting out outages; ``location`` is the backend's."""
 
     def __init__(self, inner: ArtifactStore, outage: Outage) -> None:
         self.inner = inner
         self.outage = outage
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type[ArtifactStore]:  # type: ignore[override]
-        return type(self.inner)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (copying, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def location(self, key: str) -> str | None:
+        return self.inner.location(key)
 
     async def start(self) -> None:
         await self.inner.start()

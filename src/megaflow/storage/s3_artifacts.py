@@ -73,6 +73,9 @@ class S3ArtifactStore(ArtifactStore):
 
     # -- lifecycle -----------------------------------------------------------
 
+    def location(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}{key}"
+
     def _connect(self) -> Any:
         try:
             import boto3

@@ -52,13 +52,9 @@ _VERSION_DIR = re.compile(r"^v(\d+)$")
 
 def store_uri(store: ArtifactStore, key: str) -> str:
     """Where an engine reads the artifacts under ``key``: a directory or an S3 URI."""
-    from megaflow.storage.local_artifacts import LocalArtifactStore
-    from megaflow.storage.s3_artifacts import S3ArtifactStore
-
-    if isinstance(store, LocalArtifactStore):
-        return str(store.root / key)
-    if isinstance(store, S3ArtifactStore):
-        return f"s3://{store.bucket}/{store.prefix}{key}"
+    where = store.location(key)
+    if where is not None:
+        return where
     raise ConfigError(
         f"train.weight_sync.store artifacts: engines cannot read a {type(store).__name__}",
         [("train.weight_sync.store", "needs a local or S3 artifact store")],
