@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -220,7 +221,7 @@ def killable_postgres() -> Iterator[KillablePostgres]:
         try:
             pg.stop()
         finally:
-            subprocess.run(["rm", "-rf", str(root)], check=False)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def sqlite_succeeded(db: Path) -> int:
