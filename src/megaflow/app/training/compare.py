@@ -88,11 +88,11 @@ def _fig(x: float | None) -> str:
 def table(v: Verdict) -> list[str]:
     """The held-out figures of both arms, the difference, and the two checks."""
     rows = [("before (v0)", v.before), ("trained", v.trained), ("control: shuffled", v.control)]
-    out = [f"{'held-out':<20}{'pass@1 [95% interval]':<26}{'greedy':>8}{'malformed':>11}"]
+    out = [f"{'held-out':<22}{'pass@1 [95% interval]':<26}{'greedy':>8}{'malformed':>11}"]
     for name, p in rows:
         est = _estimate(p, name).show()
         label = f"{name} @{p.step}" if p.step else name
-        out.append(f"{label:<20}{est:<26}{_fig(p.greedy):>8}{_fig(p.malformed):>11}")
+        out.append(f"{label:<22}{est:<26}{_fig(p.greedy):>8}{_fig(p.malformed):>11}")
     d = v.difference
     out.append(f"trained - control over {d.n} prompts: {d.show()}")
     out.append(
