@@ -16,13 +16,12 @@ from megaflow.train.warm_start import (
     WarmStartConfig,
     edit_calls,
     encode_demonstration,
-    encode_turns,
     load_conversations,
     warm_start,
 )
 
 FAMILY = Path(__file__).resolve().parents[2] / "tasks" / "settings-fix"
-SYSTEM = "Read the file, fix the setting with one edit call, then call submit."
+SYSTEM = "Fix the setting with one edit call, then call submit."
 
 
 @pytest.fixture(scope="module")
@@ -58,42 +57,22 @@ def test_patches_that_are_not_edits_are_refused(patch: str) -> None:
 
 def test_tokenizer_round_trips_and_keeps_words_whole(convs: list[list[dict[str, object]]]) -> None:
     tok = train_tokenizer([render(c) for c in convs], 600)
-    conv = convs[0]
-    text = tok.apply_chat_template(conv, tokenize=False)
+    text = tok.apply_chat_template(convs[0], tokenize=False)
     ids = tok(text, add_special_tokens=False)["input_ids"]
     decoded = tok.decode(ids, skip_special_tokens=True)
     assert "<|end|>" not in decoded
     assert "<tool_call>" in decoded
     content, calls = parse_tool_calls(decoded)
-    assert content == (SYSTEM + str(conv[1]["content"]) + str(conv[3]["content"])).strip()
-    assert [c["function"]["name"] for c in calls] == ["read_file", "edit", "submit"]
+    assert content == (SYSTEM + str(convs[0][1]["content"])).strip()
+    assert len(calls) == 2
     tokens = tok.convert_ids_to_tokens(ids)
-    assert tokens.count("<tool_call>") == 3
-    assert tokens.count("</tool_call>") == 3
-    # the constant is spelled by the same tokens in the issue, the file, old_str and new_str
-    name = json.loads(calls[1]["function"]["arguments"])["old_str"].split()[0]
-    piece = tok(name, add_special_tokens=False)["input_ids"]
-    at = [i for i in range(len(ids)) if ids[i : i + len(piece)] == piece]
-    assert len(at) == 4
-    full, n_prompt = encode_demonstration(tok, conv)
+    assert tokens.count("<tool_call>") == 2
+    assert tokens.count("</tool_call>") == 2
+    name = json.loads(calls[0]["function"]["arguments"])["old_str"].split()[0]
+    assert tokens.count(name) == 3  # in the issue, old_str and new_str: one token each time
+    full, n_prompt = encode_demonstration(tok, convs[0])
     assert full == ids
     assert tok.convert_ids_to_tokens(full[n_prompt - 1]) == "<|assistant|>"
-
-
-def test_every_assistant_turn_is_trained_and_nothing_else(
-    convs: list[list[dict[str, object]]],
-) -> None:
-    tok = train_tokenizer([render(c) for c in convs], 600)
-    ids, spans = encode_turns(tok, convs[0])
-    assert len(spans) == 2
-    turns = [tok.decode(ids[a:b]) for a, b in spans]
-    assert turns[0].startswith("<tool_call>")
-    assert '"read_file"' in turns[0]
-    assert turns[1].count("<tool_call>") == 2
-    assert '"edit"' in turns[1]
-    assert all(t.endswith("<|end|>") for t in turns)
-    outside = tok.decode([t for i, t in enumerate(ids) if not any(a <= i < b for a, b in spans)])
-    assert str(convs[0][3]["content"]) in outside  # the file the tool showed is not trained
 
 
 def test_warm_start_learns_the_answers(

@@ -47,8 +47,7 @@ async def test_steps_with_no_graded_signal_stop_the_loop(tmp_path: Path, policy:
     ``max_steps_without_signal`` such steps the loop stops and says why."""
     rows = [json.loads(line) for line in (TASKS / "train.jsonl").read_text().splitlines()[:4]]
     for r in rows:
-        module_tests = r["PASS_TO_PASS"][-1].split("::")[0]  # the repository's own test file
-        r["FAIL_TO_PASS"] = [f"{module_tests}::test_no_such_test"]
+        r["FAIL_TO_PASS"] = ["tests/test_settings.py::test_no_such_test"]
         r["megaflow_source"]["path"] = str(TASKS / r["megaflow_source"]["path"])
     tasks = tmp_path / "t" / "train.jsonl"
     tasks.parent.mkdir()

@@ -1,32 +1,29 @@
-"""Generate the settings-fix task family: many tiny repositories, each with a setting to change.
+"""Generate the settings-fix task family: many tiny repositories, each with a wrong setting.
 
 Every repository is a package with one settings module of integer constants
-(``order_sync/limits.py``: ``POOL_SIZE = 16`` ...) and a test of their types.
-An instance asks for one constant to be set to a new value, in one of
-several phrasings, and never says what the value is now: the fix is an
-``edit`` of ``NAME = current`` into ``NAME = new``, and the current value is
-only in the file, so the agent must read the file before it edits. The
-hidden test (the test patch) checks the new value (FAIL_TO_PASS) and that
-the other constants kept theirs (PASS_TO_PASS).
+and a test of their types. An instance asks for one constant to be changed
+from its current value to a new one, in one of several phrasings; its hidden
+test (the test patch) checks the new value (FAIL_TO_PASS) and that the other
+constants kept theirs (PASS_TO_PASS). The fix is one line: an ``edit`` of
+``NAME = old`` into ``NAME = new``.
 
-Names are built from parts: a package is ``<word>_<word>`` (``order_sync``),
-a constant ``<PART>_<PART>`` (``POOL_SIZE``). The parts are shared, the
-combinations are not: a pool of packages and a pool of constant names are
-set aside for the held-out split, so
+Each package keeps its settings in one module (``billing/limits.py``);
+its repositories are variants with different constants and values. The
+two splits take disjoint repositories, every package in each of them:
 
-* ``train.jsonl``: the RL prompts, over packages and constants of the seen pools;
-* ``heldout.jsonl``: evaluation only, over packages and constants that occur
-  nowhere in the train split or the demonstrations (hence no (package,
-  constant) pair and no (constant, current, new) triple of it either);
-* ``demonstrations.jsonl``: the supervised warm start's conversations over
-  the seen pools (``build/teacher.py``: a sloppy teacher who reads the file
-  and, in most answers, copies the value of another line), none of whose
-  issues is word for word a train prompt.
+* ``train.jsonl``: the RL prompts, every phrasing;
+* ``heldout.jsonl``: evaluation only, every phrasing; no held-out change
+  (package, constant, current value, new value) occurs in the train split
+  or the demonstrations, so each is a new combination of known words.
+
+Beside them, ``demonstrations.jsonl`` holds the supervised warm start's
+conversations: a sloppy teacher's answers to random issues
+(``build/teacher.py``), no repository needed.
 
 Everything follows from ``--seed`` (default 0). Patches come from ``git
 diff``; FAIL_TO_PASS and PASS_TO_PASS are checked by running pytest on the
-host (the base once per repository, then base + tests and base + tests +
-fix), with the report parser grading uses, unless ``--no-verify``.
+host (the base once per repository, then base + tests and base + tests + fix), with
+the report parser grading uses, unless ``--no-verify``.
 
 Run: ``python tasks/settings-fix/build/generate.py [--seed N] [--check]``.
 """
@@ -48,7 +45,7 @@ from pathlib import Path
 from megaflow.datasets.prepare import GIT_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from teacher import demonstration
+from teacher import demonstrations
 
 from megaflow.datasets.pytest_report import parse_pytest_report, passed
 
@@ -56,39 +53,40 @@ SET_DIR = Path(__file__).resolve().parent.parent
 PYTEST = ["/usr/bin/python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q"]
 GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
-PACKAGE_HEADS = [
-    "order", "user", "mail", "file", "auth", "report", "search", "cache",
-    "event", "media", "price", "stock", "audit", "ticket", "photo", "route",
-]  # fmt: skip
-PACKAGE_TAILS = ["sync", "api", "store", "worker", "gate", "hub", "feed", "index"]
-NAME_HEADS = [
-    "MAX", "MIN", "DEFAULT", "POOL", "QUEUE", "CACHE",
-    "RETRY", "BATCH", "PAGE", "BUFFER", "WORKER", "STREAM",
-]  # fmt: skip
-NAME_TAILS = [
-    "SIZE", "TIMEOUT", "COUNT", "LIMIT", "DEPTH", "PORT", "DELAY", "TTL", "RATE", "WINDOW",
+PACKAGES = [
+    "billing", "mailer", "search", "upload", "auth", "reports",
+    "sync", "gateway", "inventory", "backup", "metrics", "chat",
 ]  # fmt: skip
 MODULES = ["settings", "config", "limits", "defaults", "options", "params", "tuning", "consts"]
-VALUES = [
-    1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 30, 32, 45, 50, 60, 64, 90, 100,
-    120, 128, 200, 256, 300, 500, 512, 600, 900, 1000, 1024, 2048, 3600, 4096, 8080, 9000,
-]  # fmt: skip
-# Phrasings of the issue: the constant, the file and the new value, never the current one.
+CONSTANTS: dict[str, list[int]] = {
+    "TIMEOUT": [10, 20, 30, 45, 60, 90, 120],
+    "RETRIES": [1, 2, 3, 4, 5, 6, 8],
+    "PORT": [8000, 8080, 8443, 9000, 9090],
+    "WORKERS": [1, 2, 4, 8, 16],
+    "PAGE_SIZE": [10, 20, 25, 50, 100],
+    "BATCH_SIZE": [16, 32, 64, 128, 256],
+    "MAX_USERS": [10, 50, 100, 500, 1000],
+    "CACHE_TTL": [60, 300, 600, 900, 3600],
+    "MAX_DEPTH": [2, 3, 4, 5, 8, 10],
+    "BUFFER_SIZE": [512, 1024, 2048, 4096, 8192],
+}
+# Phrasings of the issue. The first three name the current value first, the
+# last three the new one.
 TEMPLATES = [
-    "Set {name} in {path} to {new}.",
-    "Please change {name} in {path} to {new}.",
-    "{name} in {path} should be {new}.",
-    "{path}: {name} must be {new}.",
-    "We need {name} = {new} in {path}.",
-    "Change the value of {name} in {path} to {new}.",
+    "{name} in {path} is {old}, but it should be {new}.",
+    "Please change {name} in {path} from {old} to {new}.",
+    "The value {old} of {name} in {path} is wrong; use {new}.",
+    "Set {name} in {path} to {new}; it is {old} now.",
+    "{path}: {name} must be {new}, not {old}.",
+    "We need {name} = {new} in {path} instead of {old}.",
 ]
-HELD_OUT_PACKAGES = 8  # packages set aside for the held-out split
-HELD_OUT_NAMES = 24  # constant names set aside for the held-out split
+OLD_FIRST = 3
 DEMONSTRATIONS = 4000  # rows of demonstrations.jsonl
 CONSTANTS_PER_REPO = 4
-# Repositories (package, variant) of each split, and instances per repository.
-REPOS = {"train": (12, 2), "heldout": (8, 2)}  # (packages, variants of each)
-INSTANCES_PER_REPO = {"train": 8, "heldout": 2}
+# Instances per constant of a repository, by split (None: every other value).
+INSTANCES_PER_CONSTANT = {"train": 2, "heldout": 1}
+# Repositories of each package, by split (variants of the package's settings).
+VARIANTS = {"train": 2, "heldout": 1}
 
 
 @dataclass(frozen=True)
@@ -106,12 +104,8 @@ class Repo:
     def path(self) -> str:
         return f"{self.package}/{self.module}.py"
 
-    def settings(self) -> str:
-        """The settings module's text: what ``read_file`` shows the agent."""
-        consts = "".join(f"{k} = {v}\n" for k, v in self.values.items())
-        return f'"""Settings of the {self.package} service."""\n\n{consts}'
-
     def files(self) -> dict[str, str]:
+        consts = "".join(f"{k} = {v}\n" for k, v in self.values.items())
         checks = "".join(
             f"def test_{k.lower()}_is_positive():\n    assert {self.module}.{k} > 0\n\n\n"
             for k in self.values
@@ -119,7 +113,7 @@ class Repo:
         return {
             ".gitignore": GITIGNORE,
             f"{self.package}/__init__.py": f'"""The {self.package} service."""\n',
-            self.path: self.settings(),
+            self.path: f'"""Settings of the {self.package} service."""\n\n{consts}',
             f"tests/test_{self.module}.py": (
                 f"from {self.package} import {self.module}\n\n\n{checks.rstrip()}\n"
             ),
@@ -143,7 +137,10 @@ class Change:
         return f"settings-fix__{self.repo.name}-{self.index}"
 
     def issue(self) -> str:
-        return TEMPLATES[self.template].format(name=self.name, path=self.repo.path, new=self.new)
+        text = TEMPLATES[self.template].format(
+            name=self.name, path=self.repo.path, old=self.old, new=self.new
+        )
+        return text + "\n"
 
     def test_file(self) -> tuple[str, str]:
         mod, others = self.repo.module, [k for k in self.repo.values if k != self.name]
@@ -155,84 +152,38 @@ class Change:
         return f"tests/test_{self.name.lower()}_value.py", body
 
 
-@dataclass(frozen=True)
-class Pools:
-    """Packages and constant names, each split into a seen pool and a held-out pool."""
-
-    seen_packages: list[str]
-    held_packages: list[str]
-    seen_names: list[str]
-    held_names: list[str]
-
-
-def pools(rng: random.Random) -> Pools:
-    """Every combination of parts, shuffled, the held-out ones set aside. Each part
-    of a held-out combination also occurs in a seen one (only the whole is new)."""
-    packages = [f"{h}_{t}" for h in PACKAGE_HEADS for t in PACKAGE_TAILS]
-    names = [f"{h}_{t}" for h in NAME_HEADS for t in NAME_TAILS]
-    rng.shuffle(packages)
-    rng.shuffle(names)
-    held_p, held_n = packages[:HELD_OUT_PACKAGES], names[:HELD_OUT_NAMES]
-    seen_p, seen_n = packages[HELD_OUT_PACKAGES:], names[HELD_OUT_NAMES:]
-    for held, seen in ((held_p, seen_p), (held_n, seen_n)):
-        parts = {p for s in seen for p in s.split("_")}
-        if not all(set(h.split("_")) <= parts for h in held):
-            raise SystemExit("a held-out name has a part no seen name has; change --seed")
-    return Pools(sorted(seen_p), sorted(held_p), sorted(seen_n), sorted(held_n))
-
-
-def random_repo(rng: random.Random, package: str, names: list[str], variant: int) -> Repo:
-    """A repository of ``package`` with constants drawn from ``names``, all values distinct."""
-    picked = rng.sample(names, CONSTANTS_PER_REPO)
-    values = rng.sample(VALUES, CONSTANTS_PER_REPO)
-    module = MODULES[rng.randrange(len(MODULES))]
-    return Repo(package, module, variant, dict(zip(picked, values, strict=True)))
-
-
-def random_change(rng: random.Random, repo: Repo, index: int, name: str | None = None) -> Change:
-    name = name or rng.choice(sorted(repo.values))
-    new = rng.choice([v for v in VALUES if v != repo.values[name]])
-    return Change(repo, name, new, rng.randrange(len(TEMPLATES)), index)
-
-
-def splits(seed: int) -> tuple[Pools, dict[str, list[Change]]]:
-    """The pools and the two splits' changes (disjoint repositories, packages and names)."""
+def splits(seed: int) -> dict[str, list[Change]]:
+    """The two splits: disjoint repositories; every package in each split, each time
+    with other settings; no held-out change (package, constant, old, new) elsewhere."""
     rng = random.Random(seed)
-    pool = pools(rng)
+    modules = {pkg: MODULES[i % len(MODULES)] for i, pkg in enumerate(PACKAGES)}
+    seen: set[tuple[str, str, int, int]] = set()
     out: dict[str, list[Change]] = {}
-    for split, (n_packages, variants) in REPOS.items():
-        packages = pool.held_packages if split == "heldout" else pool.seen_packages
-        names = pool.held_names if split == "heldout" else pool.seen_names
+    variant = 0
+    for split, n in VARIANTS.items():  # held-out last, so it can avoid what the others use
         changes: list[Change] = []
-        for pkg in rng.sample(packages, n_packages):
-            for variant in range(1, variants + 1):
-                repo = random_repo(rng, pkg, names, variant)
-                order = list(repo.values)  # the constants in turn, each as often
-                seen: set[tuple[str, int]] = set()
-                while len(seen) < INSTANCES_PER_REPO[split]:
-                    ch = random_change(rng, repo, len(seen) + 1, order[len(seen) % len(order)])
-                    if (ch.name, ch.new) not in seen:
-                        seen.add((ch.name, ch.new))
-                        changes.append(ch)
+        for _ in range(n):
+            variant += 1
+            for pkg in PACKAGES:
+                names = rng.sample(sorted(CONSTANTS), CONSTANTS_PER_REPO)
+                values = {c: rng.choice(CONSTANTS[c]) for c in names}
+                repo = Repo(pkg, modules[pkg], variant, values)
+                k = 0
+                for name in names:
+                    choices = [
+                        v
+                        for v in CONSTANTS[name]
+                        if v != values[name] and (pkg, name, values[name], v) not in seen
+                    ]
+                    for new in rng.sample(
+                        choices, min(len(choices), INSTANCES_PER_CONSTANT[split])
+                    ):
+                        k += 1
+                        seen.add((pkg, name, values[name], new))
+                        template = rng.randrange(len(TEMPLATES))
+                        changes.append(Change(repo, name, new, template, k))
         out[split] = changes
-    return pool, out
-
-
-def demonstrations(seed: int, pool: Pools, train: list[Change]) -> list[dict[str, object]]:
-    """The warm start's rows: random repositories and changes over the seen pools,
-    none of whose issues is word for word a train prompt."""
-    rng = random.Random(seed + 1)
-    taken = {ch.issue() for ch in train}
-    rows: list[dict[str, object]] = []
-    while len(rows) < DEMONSTRATIONS:
-        repo = random_repo(rng, rng.choice(pool.seen_packages), pool.seen_names, 0)
-        ch = random_change(rng, repo, 0)
-        if ch.issue() in taken:
-            continue
-        rows.append(
-            demonstration(rng, ch.issue(), repo.path, repo.settings(), repo.values, ch.name, ch.new)
-        )
-    return rows
+    return out
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
@@ -310,7 +261,6 @@ def build_repo(
                     "megaflow_source": {"type": "dir", "path": f"repos/{repo.name}"},
                     "megaflow_test_timeout_s": 60,
                     "settings_fix": {
-                        "package": repo.package,
                         "path": repo.path,
                         "name": ch.name,
                         "old": ch.old,
@@ -327,8 +277,12 @@ def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
     return their sizes."""
     shutil.rmtree(out_dir / "repos", ignore_errors=True)
     sizes: dict[str, int] = {}
-    pool, planned = splits(seed)
-    demos = demonstrations(seed, pool, planned["train"])
+    planned = splits(seed)
+    held = {(ch.repo.package, ch.name, ch.old, ch.new) for ch in planned["heldout"]}
+    demos = demonstrations(
+        seed, DEMONSTRATIONS, constants=CONSTANTS, templates=TEMPLATES, avoid=held,
+        packages={pkg: MODULES[i % len(MODULES)] for i, pkg in enumerate(PACKAGES)},
+    )  # fmt: skip
     lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in demos)
     (out_dir / "demonstrations.jsonl").write_text(lines)
     sizes["demonstrations"] = len(demos)
@@ -337,8 +291,8 @@ def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
         for ch in changes:
             by_repo.setdefault(ch.repo.name, []).append(ch)
         jobs = [(chs[0].repo, chs) for chs in by_repo.values()]
-        with ThreadPoolExecutor(max_workers=2) as pool_:
-            built = pool_.map(lambda job: build_repo(job[0], job[1], out_dir, verify), jobs)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            built = pool.map(lambda job: build_repo(job[0], job[1], out_dir, verify), jobs)
             rows = [row for rs in built for row in rs]
         lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
         (out_dir / f"{split}.jsonl").write_text(lines)

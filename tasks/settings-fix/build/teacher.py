@@ -1,28 +1,21 @@
 """The warm start's demonstrations: a sloppy teacher's answers to generated issues.
 
 A policy built from random weights cannot produce a tool call, so the train
-quickstart first imitates a teacher. The teacher answers as the builtin
-agent would, in two turns: ``read_file`` of the module the issue names,
-then, with the file in front of it, an ``edit`` of ``NAME = current`` into
-``NAME = new`` and ``submit``. The issue gives the constant and the new
-value but never the current one, so the right ``old_str`` is in the file
-alone. The teacher is sloppy in one way: in ``SLOPPY_SHARE`` of its answers
-it finds the named constant's line and copies the value of the line below it
-(of the line above, for the last one): ``POOL_SIZE = 60`` where the file says
-``POOL_SIZE = 16`` and, on the next line, ``MAX_DELAY = 60``. That
-``old_str`` occurs nowhere, the edit fails and the submitted repository is
-unchanged.
+quickstart first imitates a teacher. The teacher reads an issue of the
+family's phrasings and answers in one turn, as the builtin agent would: an
+``edit`` of ``NAME = old`` into ``NAME = new`` in the named module, then
+``submit``. It is sloppy in one way: in ``SLOPPY_SHARE`` of its answers it
+leaves a trailing comma after the new value (``NAME = 5,``), the classic
+Python slip that makes the setting the tuple ``(5,)``, which the family's
+hidden tests reject. The warm policy copies that habit, most of the time, so
+it rarely solves an issue it could; what RL has to learn is what most
+demonstrations get wrong and only the sandboxed tests can tell it: no comma.
 
-Right or sloppy, the teacher's value comes from the named constant's place
-in the file, so the warm policy learns to find that line; it copies its
-value some of the time and its neighbour's most of the time. Which value is
-right differs from prompt to prompt, so no habit that ignores the prompt and
-the file earns reward; RL has to learn from the sandboxed tests alone to take
-the value of the named line itself.
-
-Each row is ``{"messages": [...]}``, the chat format of Hugging Face SFT
-data sets, plus ``teacher`` (the change and whether the answer is sloppy)
-for inspection.
+The issues are drawn at random over every package, constant, pair of
+values and phrasing, except the changes of the held-out split (the policy
+must not see an answer it is evaluated on). Each row is ``{"messages":
+[...]}``, the chat format of Hugging Face SFT data sets, plus ``teacher``
+(the change and whether the answer is sloppy) for inspection.
 """
 
 from __future__ import annotations
@@ -32,9 +25,9 @@ import random
 from typing import Any
 
 SLOPPY_SHARE = 0.7
-"""Share of the teacher's answers that copy the neighbouring line's value (wrong)."""
+"""Share of the teacher's answers with the trailing comma (wrong)."""
 
-SYSTEM = "Read the file, fix the setting with one edit call, then call submit."
+SYSTEM = "Fix the setting with one edit call, then call submit."
 """The builtin agent's system prompt in the train quickstart (``agent.system_prompt``)."""
 
 
@@ -46,43 +39,49 @@ def _call(i: int, name: str, args: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def conversation(issue: str, path: str, text: str, name: str, old: int, new: int) -> list[Any]:
-    """System prompt, the issue, the read, the file, and the edit of ``name = old``."""
+def conversation(issue: str, path: str, name: str, old: int, new: str) -> list[dict[str, Any]]:
+    """System prompt, the issue, and the one-turn answer that sets ``name`` to ``new``."""
     edit = {"path": path, "old_str": f"{name} = {old}", "new_str": f"{name} = {new}"}
+    calls = [_call(0, "edit", edit), _call(1, "submit", {})]
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": issue},
-        {"role": "assistant", "content": "", "tool_calls": [_call(0, "read_file", {"path": path})]},
-        {"role": "tool", "tool_call_id": "call_0", "content": text},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [_call(1, "edit", edit), _call(2, "submit", {})],
-        },
+        {"role": "assistant", "content": "", "tool_calls": calls},
     ]
 
 
-def demonstration(
-    rng: random.Random,
-    issue: str,
-    path: str,
-    text: str,
-    values: dict[str, int],
-    name: str,
-    new: int,
-) -> dict[str, Any]:
-    """One row: the teacher's answer to ``issue`` about the module at ``path``, whose
-    text is ``text`` and constants ``values``; ``name`` is to become ``new``."""
-    sloppy = rng.random() < SLOPPY_SHARE
-    old = values[name]
-    if sloppy:
-        names = list(values)
-        at = names.index(name)
-        old = values[names[at + 1 if at + 1 < len(names) else at - 1]]
-    return {
-        "messages": conversation(issue, path, text, name, old, new),
-        "teacher": {
-            "path": path, "name": name, "old": values[name], "new": new,
-            "copied": old, "sloppy": sloppy,
-        },
-    }  # fmt: skip
+def demonstrations(
+    seed: int,
+    count: int,
+    *,
+    packages: dict[str, str],
+    constants: dict[str, list[int]],
+    templates: list[str],
+    avoid: set[tuple[str, str, int, int]],
+) -> list[dict[str, Any]]:
+    """``count`` rows of the teacher's answers; ``packages`` maps a package to its
+    settings module, ``avoid`` holds the (package, constant, old, new) never asked."""
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    names = sorted(constants)
+    while len(rows) < count:
+        pkg = rng.choice(sorted(packages))
+        name = rng.choice(names)
+        old, new = rng.sample(constants[name], 2)
+        if (pkg, name, old, new) in avoid:
+            continue
+        path = f"{pkg}/{packages[pkg]}.py"
+        template = rng.randrange(len(templates))
+        issue = templates[template].format(name=name, path=path, old=old, new=new) + "\n"
+        sloppy = rng.random() < SLOPPY_SHARE
+        answer = f"{new}," if sloppy else str(new)
+        rows.append(
+            {
+                "messages": conversation(issue, path, name, old, answer),
+                "teacher": {
+                    "path": path, "name": name, "old": old, "new": new,
+                    "template": template, "sloppy": sloppy,
+                },
+            }
+        )  # fmt: skip
+    return rows

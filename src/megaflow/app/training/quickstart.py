@@ -23,9 +23,8 @@ from megaflow.datasets.loader import load_instances
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.warm_start import WarmStartConfig, load_conversations, warm_start
 
-SFT_STEPS = 2000
-"""Warm-start steps: copying names and values from the issue and the file forms late
-(on this family, between 800 and 2,000 steps)."""
+SFT_STEPS = 1000
+"""Warm-start steps: the copy of names and values from the issue forms late."""
 
 
 def _print(line: str) -> None:

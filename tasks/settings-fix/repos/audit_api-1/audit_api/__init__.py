@@ -1,1 +1,0 @@
-"""The audit_api service."""

@@ -1,1 +1,0 @@
-"""The auth_gate service."""

@@ -1,1 +1,0 @@
-"""The event_api service."""

@@ -1,1 +1,0 @@
-"""The file_hub service."""

@@ -1,1 +1,0 @@
-"""The mail_index service."""

@@ -1,0 +1,1 @@
+"""The mailer service."""

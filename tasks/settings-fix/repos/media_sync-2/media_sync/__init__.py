@@ -1,1 +1,0 @@
-"""The media_sync service."""

@@ -1,1 +1,0 @@
-"""The order_api service."""

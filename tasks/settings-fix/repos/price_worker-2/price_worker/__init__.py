@@ -1,1 +1,0 @@
-"""The price_worker service."""

@@ -1,1 +1,0 @@
-"""The report_worker service."""

@@ -1,1 +1,0 @@
-"""The route_store service."""

@@ -1,0 +1,6 @@
+"""Settings of the search service."""
+
+TIMEOUT = 45
+MAX_USERS = 1000
+BUFFER_SIZE = 4096
+RETRIES = 1

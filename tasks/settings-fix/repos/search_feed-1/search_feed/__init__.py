@@ -1,1 +1,0 @@
-"""The search_feed service."""

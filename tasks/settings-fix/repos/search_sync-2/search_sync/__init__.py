@@ -1,1 +1,0 @@
-"""The search_sync service."""

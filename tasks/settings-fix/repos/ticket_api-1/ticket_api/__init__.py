@@ -1,1 +1,0 @@
-"""The ticket_api service."""

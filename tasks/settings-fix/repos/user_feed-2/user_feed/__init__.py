@@ -1,1 +1,0 @@
-"""The user_feed service."""
