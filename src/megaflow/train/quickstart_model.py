@@ -7,18 +7,15 @@ both to a directory the ``transformers`` model backend and the trainer load
 as they would any Hugging Face model.
 
 The tokenizer splits text into runs of word characters, runs of punctuation
-and single whitespace characters before BPE, so a word is the same token or
-tokens wherever it stands (``POOL_SIZE`` in an issue, in the file and in
-``"POOL_SIZE = 3"`` of a tool call): copying a name from the prompt into an
-answer is copying its tokens. (Cutting names at underscores as well, so that
-an unseen name is made of the seen names' tokens, left the warm policy
-unable to copy values within 2,000 steps.) ``<tool_call>`` and
-``</tool_call>`` are single, non-special tokens (they survive
-``skip_special_tokens`` decoding, which the backend's tool-call parser
-needs); the role markers and ``<|end|>`` (end of a turn, the EOS) are
+and single whitespace characters before BPE, so a word is the same token
+wherever it stands (``RETRIES`` in an issue and in ``"RETRIES = 3"`` of a
+tool call): copying a name from the prompt into an answer is copying a
+token. ``<tool_call>`` and ``</tool_call>`` are single, non-special tokens
+(they survive ``skip_special_tokens`` decoding, which the backend's tool-call
+parser needs); the role markers and ``<|end|>`` (end of a turn, the EOS) are
 special. The chat template renders each message on its own and concatenates
 them, which the backend's token-in continuation relies on; it shows the
-model no tool schema (the model learns its tools from the warm start).
+model no tool schema (the model learns its two tools from the warm start).
 
 Torch, tokenizers and transformers are imported inside the functions only.
 """
