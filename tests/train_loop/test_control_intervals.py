@@ -129,6 +129,7 @@ def test_a_run_beats_a_control_that_stayed_put() -> None:
     assert v.before.step == 0  # the control did not evaluate step 0: the run's round serves
     text = "\n".join(table(v))
     assert "trained beats control: yes" in text
+    assert "control within its interval" in text
     assert "0.656" in text
 
 
@@ -145,12 +146,24 @@ def test_no_win_when_the_run_does_not_beat_the_control() -> None:
     assert "trained beats control: NO" in "\n".join(table(v))
 
 
-def test_no_win_when_the_control_left_its_interval() -> None:
-    t, c = _curves(trained=[4] * 16, control=[0] * 16)
+def test_no_win_when_the_control_rose_above_its_interval() -> None:
+    t, c = _curves(trained=[4] * 16, control=[3] * 16)
     v = compare(t, c)
     assert v.beats_control
-    assert not v.control_held
+    assert v.control_gained
     assert not v.ok
+    assert "control ABOVE its interval" in "\n".join(table(v))
+
+
+def test_a_control_that_fell_below_its_interval_is_still_a_control() -> None:
+    # updates without signal can harm the policy; the trained arm still has to beat it
+    t, c = _curves(trained=[4] * 16, control=[0] * 16)
+    v = compare(t, c)
+    assert not v.control_held
+    assert not v.control_gained
+    assert v.beats_control
+    assert v.ok
+    assert "control below its interval" in "\n".join(table(v))
 
 
 def test_compare_refuses_curves_that_are_not_a_run_and_its_control() -> None:

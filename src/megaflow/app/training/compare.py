@@ -53,12 +53,21 @@ class Verdict:
         return ctl is not None and _estimate(self.before, "before").contains(ctl)
 
     @property
+    def control_gained(self) -> bool:
+        """The control ended above the interval it started in: updates without the
+        signal improved the policy, so the trained arm's gain is not the signal's."""
+        ctl = self.control.reward_mean
+        return ctl is not None and ctl > _estimate(self.before, "before").high
+
+    @property
     def beats_control(self) -> bool:
         return self.difference.low > 0
 
     @property
     def ok(self) -> bool:
-        return self.control_held and self.beats_control
+        """The trained arm beat the control, and the control gained nothing; a control
+        that fell (updates without signal can only harm) still counts as a control."""
+        return not self.control_gained and self.beats_control
 
 
 def compare(trained: Curve, control: Curve) -> Verdict:
@@ -95,8 +104,9 @@ def table(v: Verdict) -> list[str]:
         out.append(f"{label:<22}{est:<26}{_fig(p.greedy):>8}{_fig(p.malformed):>11}")
     d = v.difference
     out.append(f"trained - control over {d.n} prompts: {d.show()}")
+    where = "within" if v.control_held else ("ABOVE" if v.control_gained else "below")
     out.append(
-        f"control within its interval before training: {'yes' if v.control_held else 'NO'}; "
+        f"control {where} its interval before training; "
         f"trained beats control: {'yes' if v.beats_control else 'NO'}"
     )
     return out
