@@ -23,7 +23,8 @@ import pytest
 from megaflow.app.training.quickstart import prepare
 from tests.train_loop.conftest import TASKS, train_config, write_config
 
-pytestmark = pytest.mark.slow
+# the warm start (its fixture) and the RL steps: minutes on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

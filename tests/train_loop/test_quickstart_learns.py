@@ -1,13 +1,14 @@
 """The quickstart learns against a control that could fail: a short run through real
 sandboxes and grading improves the held-out pass@1, its shuffled-reward control does not.
 
-The policy is the train quickstart's own (the tokenizer and model builder,
-the warm start on the sloppy teacher's demonstrations), cached between runs. Both arms start from it, take the same number of GRPO steps on
-the same prompts, and are evaluated on the same held-out tasks (repositories never
-trained on); the control's rewards are permuted within each
-group before the advantages. Only the direction is asserted: the trained arm
-ends above where it started and above the control, and the control gains
-less than the trained arm.
+The policy is the train quickstart's (the tokenizer and model builder, the
+warm start on the sloppy teacher's demonstrations, 600 steps), cached between
+runs. Both arms start from it, take the same number of GRPO steps on the
+same prompts, and are evaluated on the same held-out tasks (repositories
+never trained on); the control's rewards are permuted within each group
+before the advantages. Only the direction is asserted: the trained arm ends
+above where it started and above the control, and the control gains less
+than the trained arm.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from megaflow.app.training.quickstart import cached
 from megaflow.config.loader import parse_config
 from tests.train_loop.conftest import TASKS, train_config
 
-pytestmark = pytest.mark.slow
+# the warm start (its fixture) and the RL steps: minutes on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 WARM_STEPS = 600
 """Fewer warm-start steps than the quickstart's 1,000: enough for the direction, and
