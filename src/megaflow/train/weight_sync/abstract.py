@@ -118,3 +118,22 @@ def check_served(
     if not statuses:
         return f"{name}: no replica answered"
     return f"{name}: {', '.join(behind)}" if behind else None
+
+
+def read_answers(
+    names: Sequence[str], answers: Sequence[Any], version: int
+) -> tuple[dict[str, int], list[str]]:
+    """The versions every engine's replicas report, and a problem per engine that
+    raised or is behind; ``answers`` from ``gather(..., return_exceptions=True)``."""
+    served: dict[str, int] = {}
+    problems = []
+    for name, answer in zip(names, answers, strict=True):
+        if isinstance(answer, BaseException):
+            if not isinstance(answer, Exception):
+                raise answer  # a cancellation, not a refusal
+            problems.append(f"{name}: {answer}")
+        else:
+            problem = check_served(name, answer, version, served)
+            if problem:
+                problems.append(problem)
+    return served, problems

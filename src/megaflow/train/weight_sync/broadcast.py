@@ -47,7 +47,7 @@ from megaflow.train.weight_sync.abstract import (
     GroupEngineControl,
     SyncResult,
     WeightSync,
-    check_served,
+    read_answers,
 )
 
 T = TypeVar("T")
@@ -98,17 +98,7 @@ class BroadcastWeightSync(WeightSync):
             *(self._update(n, metas, version) for n in names), return_exceptions=True
         )
         sent = (await asyncio.gather(sending, return_exceptions=True))[0]
-        served: dict[str, int] = {}
-        problems = []
-        for name, answer in zip(names, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if not isinstance(answer, Exception):
-                    raise answer  # a cancellation, not a refusal
-                problems.append(f"{name}: {answer}")
-            else:
-                problem = check_served(name, answer, version, served)
-                if problem:
-                    problems.append(problem)
+        served, problems = read_answers(names, answers, version)
         if isinstance(sent, BaseException) and not problems:
             problems.append(f"the trainer's broadcast failed: {sent}")
         if problems:

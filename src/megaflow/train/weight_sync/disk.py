@@ -41,7 +41,7 @@ from megaflow.train.weight_sync.abstract import (
     EngineStatus,
     SyncResult,
     WeightSync,
-    check_served,
+    read_answers,
 )
 
 if TYPE_CHECKING:
@@ -122,17 +122,7 @@ class DiskWeightSync(WeightSync):
         answers = await asyncio.gather(
             *(self._update(n, where, version) for n in names), return_exceptions=True
         )
-        served: dict[str, int] = {}
-        problems = []
-        for name, answer in zip(names, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if not isinstance(answer, Exception):
-                    raise answer  # a cancellation, not a refusal
-                problems.append(f"{name}: {answer}")
-            else:
-                problem = check_served(name, answer, version, served)
-                if problem:
-                    problems.append(problem)
+        served, problems = read_answers(names, answers, version)
         if problems:
             raise ModelError(
                 f"weights v{version} ({where}) did not reach {len(problems)} of "
