@@ -32,10 +32,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from megaflow.core.tasks import Outcome, Resources, TaskSpec
+from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
 from megaflow.scheduler.learned_candidates import EXACT_UP_TO, ClassAges, WorkOrder
-from megaflow.scheduler.learned_net import N_FEATURES, Checkpoint, read_checkpoint
+from megaflow.scheduler.learned_features import RunTimeEstimates, candidate_features
+from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint
 from megaflow.scheduler.wait_bound import WaitBound
 
 if TYPE_CHECKING:
@@ -56,38 +57,6 @@ def _key(spec: TaskSpec) -> _Key:
     r = spec.resources
     kind = spec.type.value if spec.type is not None else "untyped"
     return (kind, spec.run_id, spec.priority, r.cpu, r.memory_mb, r.gpu)
-
-
-class RunTimeEstimates:
-    """Mean run time of finished placements by (type, run) and by type, from feedback."""
-
-    def __init__(self, horizon: int = 50) -> None:
-        self.horizon = horizon
-        self._mean: dict[tuple[str, str], tuple[int, float]] = {}
-
-    def _update(self, key: tuple[str, str], x: float) -> None:
-        n, m = self._mean.get(key, (0, 0.0))
-        n += 1
-        self._mean[key] = (n, m + (x - m) / min(n, self.horizon))
-
-    def observe(self, fb: TaskFeedback) -> None:
-        if fb.outcome is not Outcome.OK:
-            return
-        spec = fb.task.spec
-        kind = spec.type.value if spec.type is not None else "untyped"
-        self._update((kind, spec.run_id), fb.run_s)
-        self._update((kind, ""), fb.run_s)
-        self._update(("", ""), fb.run_s)
-
-    def predict(self, spec: TaskSpec) -> float | None:
-        kind = spec.type.value if spec.type is not None else "untyped"
-        return self.predict_for(kind, spec.run_id)
-
-    def predict_for(self, kind: str, run: str) -> float | None:
-        """The mean of (kind, run), else of kind, else of everything; None before any."""
-        mean = self._mean
-        got = mean.get((kind, run)) or mean.get((kind, "")) or mean.get(("", ""))
-        return None if got is None else got[1]
 
 
 class LearnedPolicy(SchedulingPolicy):
@@ -365,48 +334,13 @@ class LearnedPolicy(SchedulingPolicy):
         self, actions: list[tuple[_Key, PendingTask, Instance, bool]], region: Region
     ) -> tuple[Array, Array]:
         """One row per candidate (:data:`FEATURES`), and the critic's state vector."""
-        import numpy as np
-
-        now = self.now
         preds = [self.estimates.predict(t.spec) for _, t, _, _ in actions]
-        known = [p for p in preds if p is not None]
-        fallback = sum(known) / len(known) if known else 1.0
-        classes = self._classes
-        raw = np.array(
-            [
-                (k[2], k[3], now - t.enqueued_at, fallback if p is None else p, i.mcpu,
-                 i.cap_mcpu, len(classes[k]), spread, p is not None)
-                for (k, t, i, spread), p in zip(actions, preds, strict=True)
-            ],
-            dtype=np.float32,
-        )  # fmt: skip
-        prio, cpu, age, pred, free, cap = (
-            raw[:, 0],
-            raw[:, 1],
-            raw[:, 2],
-            raw[:, 3],
-            raw[:, 4],
-            raw[:, 5],
-        )
-        lo, hi = raw[:, :4].min(0), raw[:, :4].max(0)
-        work = np.maximum(pred * cpu, 1e-6)
-        w_lo, w_hi = float(work.min()), float(work.max())
-        queued = max(1, len(self._token))
-        x = np.empty((len(actions), N_FEATURES), dtype=np.float32)
-        x[:, 0] = (prio - lo[0]) / (hi[0] - lo[0]) if hi[0] > lo[0] else 0.5
-        x[:, 1] = age / max(float(hi[2]), 1e-9)
-        x[:, 2] = pred / max(float(hi[3]), 1e-9)
-        x[:, 3] = work / w_hi
-        x[:, 4] = np.log(work / w_lo) / math.log(w_hi / w_lo) if w_hi > w_lo * 1.001 else 0.0
-        x[:, 5] = age / (age + np.maximum(pred, 1e-9))
-        x[:, 6] = np.minimum(1.0, cpu * 1000 / np.maximum(free, 1.0))
-        x[:, 7] = 1.0 - free / np.maximum(cap, 1.0)
-        x[:, 8] = region.running / max(1, region.total_slots)
-        x[:, 9] = np.minimum(1.0, raw[:, 6] / queued)
-        x[:, 10:12] = raw[:, 7:9]
-        pressure = math.log1p(queued / max(1, region.total_slots))
-        state = np.concatenate([x.mean(0), x.max(0), [x[0, 8], pressure]]).astype(np.float32)
-        return x, state
+        rows = [
+            (k[2], k[3], self.now - t.enqueued_at, p, i.mcpu, i.cap_mcpu, len(self._classes[k]),
+             spread)
+            for (k, t, i, spread), p in zip(actions, preds, strict=True)
+        ]  # fmt: skip
+        return candidate_features(rows, region, max(1, len(self._token)))
 
 
 def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
