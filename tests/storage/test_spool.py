@@ -126,3 +126,32 @@ async def test_a_process_that_goes_on_writes_the_spool_once_the_store_is_back(
         assert (rec.state, rec.attempts) == (S.STARTING, 1)
         assert not store.spool.active
         assert not list((tmp_path / "spool").glob("*.jsonl"))
+
+
+def test_the_default_spool_is_the_users_and_keyed_by_the_databases_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume from another directory finds the spool of a PostgreSQL or MongoDB run,
+    and two projects' relative SQLite paths never share a spool file."""
+    from megaflow.storage.config import StorageConfig
+    from megaflow.storage.factory import Stores
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    def spool_in(cwd: Path, metadata: dict[str, str]) -> Path:
+        cwd.mkdir(parents=True, exist_ok=True)
+        monkeypatch.chdir(cwd)
+        stores = Stores.from_config(StorageConfig.model_validate({"metadata": metadata}))
+        spool = stores.metadata.spool  # type: ignore[attr-defined]
+        assert isinstance(spool, Spool)
+        return spool.path
+
+    pg = {"type": "postgres", "dsn": "postgresql://u@db.example:5432/megaflow"}
+    first, other = spool_in(tmp_path / "a", pg), spool_in(tmp_path / "b", pg)
+    assert first == other and first.parent == tmp_path / "state" / "megaflow" / "spool"
+    sqlite = {"type": "sqlite", "path": ".megaflow/megaflow.db"}
+    assert spool_in(tmp_path / "a", sqlite) != spool_in(tmp_path / "b", sqlite)
+    explicit = {"metadata": pg, "outage": {"spool_dir": "spool"}}
+    monkeypatch.chdir(tmp_path / "a")
+    kept = Stores.from_config(StorageConfig.model_validate(explicit)).metadata.spool  # type: ignore[attr-defined]
+    assert kept.path.parent == tmp_path / "a" / "spool"  # made absolute when the run starts

@@ -6,7 +6,9 @@ module only then; a new backend is one config class and one union member.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -275,11 +277,21 @@ class OutageConfig(_Cfg):
     )
     backoff_base_s: float = Field(0.2, gt=0, description="Wait before the first retry.")
     backoff_max_s: float = Field(5.0, gt=0, description="Longest wait between two retries.")
-    spool_dir: str = Field(
-        ".megaflow/spool",
+    spool_dir: str | None = Field(
+        None,
         description="Where a finished task's metadata writes are kept when the metadata "
-        "store is given up; the next start of that store (--resume) writes them.",
+        "store is given up; the next start of that store (--resume) writes them. Default: "
+        "$XDG_STATE_HOME/megaflow/spool (~/.local/state/megaflow/spool), the same folder "
+        "whichever directory the run is resumed from.",
     )
+
+    def spool_folder(self) -> Path:
+        """The spool folder: ``spool_dir`` made absolute, or the user's state folder."""
+        if self.spool_dir is not None:
+            return Path(self.spool_dir).expanduser().absolute()
+        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(state) / "megaflow" / "spool"
+
     min_free_mb: int = Field(
         64,
         ge=0,

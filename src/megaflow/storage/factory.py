@@ -8,6 +8,7 @@ transient faults (:mod:`megaflow.storage.retrying`) under the run's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.storage.abstract import ArtifactStore, EventBus, MetadataStore, TaskQueue
@@ -51,6 +52,16 @@ def _where(cfg: QueueConfig | EventsConfig) -> str:
     return f"{cfg.type} at {hide_password(url)}" if url else f"{cfg.type}, in this process"
 
 
+def _spool_key(md: MetadataConfig) -> str:
+    """Where the metadata store lives, as the spool names it: a SQLite file by its
+    absolute path, so that two projects' relative ``.megaflow/megaflow.db`` never
+    share one spool file in the user's state folder."""
+    path = getattr(md, "path", None)
+    if md.type == "sqlite" and path is not None:
+        return f"sqlite at {Path(path).absolute()}"
+    return f"{md.type} {md.where()}"
+
+
 @dataclass
 class Stores(Lifecycle):
     """The four stores of a run, started and stopped together."""
@@ -77,7 +88,7 @@ class Stores(Lifecycle):
             metadata=RetryingMetadataStore(
                 make_metadata_store(md),
                 outage("metadata", f"{md.type} {md.where()}"),
-                Spool(cfg.outage.spool_dir, f"{md.type} {md.where()}") if md.kept() else None,
+                Spool(cfg.outage.spool_folder(), _spool_key(md)) if md.kept() else None,
             ),
             queue=RetryingTaskQueue(make_queue(cfg.queue), outage("queue", _where(cfg.queue))),
             events=RetryingEventBus(
