@@ -82,3 +82,41 @@ async def test_a_disk_full_only_for_a_while_during_the_attempt_still_counts(
 def test_with_room_on_the_host_the_sample_stays_the_agent_s(tmp_path: Path) -> None:
     # the host has room: a sandbox's own disk limit was hit, by the agent
     _executor(DiskFloor([tmp_path], 0))._host_disk_check(time.monotonic(), f"{OUT_OF_SPACE}; ")
+
+
+async def test_the_cluster_agent_service_holds_attempts_on_its_own_full_disk(
+    tmp_path: Path,
+) -> None:
+    """The Agent service of a cluster watches its local store folders as the
+    embedded job does, and every run's executor waits on that watch."""
+    from megaflow.app.agent_runs import ClusterAgentExecutor
+    from megaflow.config.loader import load_config
+    from megaflow.core.tasks import RunSpec
+    from megaflow.rpc.config import ClusterConfig
+
+    storage = {
+        "metadata": {"type": "sqlite", "path": str(tmp_path / "db" / "m.db")},
+        "artifacts": {"type": "local", "root": str(tmp_path / "artifacts")},
+        "outage": {"min_free_mb": 1 << 30},  # a petabyte: always short
+    }
+    cfg = ClusterConfig.model_validate({"scheduler": {"storage": storage}})
+    service = ClusterAgentExecutor.from_cluster(cfg, "token")
+    disk = service.disk
+    assert disk is not None
+    assert disk.folders == sorted([tmp_path / "db", tmp_path / "artifacts"])
+    run_config = load_config("examples/quickstart.yaml").model_dump(mode="json")
+    await service.stores.start()
+    try:
+        await service.stores.metadata.create_run(RunSpec(id="run-1", config=run_config))
+        parts = await service._parts("run-1")
+        assert parts.executor.disk is disk  # each run's attempts wait on the service's watch
+        await parts.pool.stop()
+        await parts.arm.model.stop()
+    finally:
+        await service.stores.stop()
+    disk.poll_s = 0.01
+    waiting = asyncio.ensure_future(disk.room("task-1"))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # the attempt is held, not failed
+    disk.floor = 0
+    await asyncio.wait_for(waiting, 1)

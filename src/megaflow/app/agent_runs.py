@@ -6,7 +6,9 @@ runs with :func:`megaflow.app.assembly.runs_of`).
 does (the app's :class:`AgentExecutor`: sandbox, agent loop, grading,
 artifacts), with two differences: sandboxes come from the cluster's
 Environment service (a :class:`GrpcRuntime`), and each run's agent and model
-are built from the config stored with the run, on its first task.
+are built from the config stored with the run, on its first task. A
+:class:`DiskFloor` over the service's local store folders holds new attempts
+while one is short of space, as the embedded job does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from megaflow.app.assembly import Arm, arm_for, base_spec, is_control
 from megaflow.app.attempt import AgentExecutor
+from megaflow.app.disk_floor import DiskFloor, storage_folders
 from megaflow.config.loader import parse_config
 from megaflow.core.tasks import TaskResult
 from megaflow.environment.abstract import Runtime
@@ -39,10 +42,14 @@ class _RunParts:
 class ClusterAgentExecutor(TaskExecutor):
     """Runs attempts of any submitted run; parts of a run are built on its first task."""
 
-    def __init__(self, stores: Stores, runtime: Runtime, metrics: JobMetrics | None = None) -> None:
+    def __init__(
+        self, stores: Stores, runtime: Runtime, metrics: JobMetrics | None = None,
+        disk: DiskFloor | None = None,
+    ) -> None:  # fmt: skip
         self.stores = stores
         self.runtime = runtime
         self.metrics = metrics
+        self.disk = disk
         self._runs: dict[str, _RunParts] = {}
         self._lock = asyncio.Lock()
 
@@ -56,17 +63,23 @@ class ClusterAgentExecutor(TaskExecutor):
             keepalive_s=cfg.keepalive_s,
         )  # fmt: skip
         metrics = JobMetrics(registry) if registry is not None else None
-        return cls(Stores.from_config(cfg.scheduler.storage), runtime, metrics)
+        storage = cfg.scheduler.storage
+        disk = DiskFloor(storage_folders(storage), storage.outage.min_free_mb)
+        return cls(Stores.from_config(storage), runtime, metrics, disk)
 
     async def start(self) -> None:
         await self.stores.start()
         await self.runtime.start()
+        if self.disk is not None:
+            await self.disk.start()
 
     async def stop(self) -> None:
         for parts in self._runs.values():
             await parts.pool.stop()
             await parts.arm.model.stop()
         self._runs.clear()
+        if self.disk is not None:
+            await self.disk.stop()
         await self.runtime.stop()
         await self.stores.stop()
 
@@ -81,8 +94,9 @@ class ClusterAgentExecutor(TaskExecutor):
             pool = SandboxPool(self.runtime, cfg.environment.mode, cfg.environment.pool)
             await pool.start()
             executor = AgentExecutor(
-                pool, {run_id: arm}, self.stores.artifacts, base_spec(cfg), self.metrics
-            )
+                pool, {run_id: arm}, self.stores.artifacts, base_spec(cfg), self.metrics,
+                disk=self.disk,
+            )  # fmt: skip
             self._runs[run_id] = _RunParts(executor, pool, arm)
             return self._runs[run_id]
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from megaflow.core.lifecycle import Lifecycle
+from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig, StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,18 @@ def disk_error(text: str | None) -> bool:
     """Whether an error message speaks of a full disk."""
     low = (text or "").lower()
     return any(w in low for w in _DISK_WORDS)
+
+
+def storage_folders(storage: StorageConfig) -> list[Path]:
+    """The local folders the stores write to: the SQLite database's and the local
+    artifact root (none for stores on servers)."""
+    folders: list[Path] = []
+    md, art = storage.metadata, storage.artifacts
+    if isinstance(md, SqliteMetadataConfig) and md.kept():
+        folders.append(Path(md.path).parent)
+    if isinstance(art, LocalArtifactsConfig):
+        folders.append(Path(art.root))
+    return folders
 
 
 def _existing(path: Path) -> Path:

@@ -40,7 +40,7 @@ from megaflow.app.assembly import (
     task_specs,
 )
 from megaflow.app.attempt import AgentExecutor, sandbox_spec
-from megaflow.app.disk_floor import DiskFloor
+from megaflow.app.disk_floor import DiskFloor, storage_folders
 from megaflow.app.ray_fleet.executor import NodeExecutor
 from megaflow.app.ray_fleet.fleet import RayFleet
 from megaflow.config.loader import parse_config
@@ -59,7 +59,6 @@ from megaflow.scheduler.abstract import TaskExecutor
 from megaflow.scheduler.fleet_config import RayFleetConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.abstract import MetadataStore
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from megaflow.storage.factory import Stores
 
 log = logging.getLogger(__name__)
@@ -271,14 +270,9 @@ class Job(Lifecycle):
 
 
 def state_folders(cfg: RunConfig) -> list[Path]:
-    """The local folders the run writes its state to: the SQLite database's, the
-    local artifact root and the local sandbox root (those the config names)."""
-    folders: list[Path] = []
-    md, art = cfg.storage.metadata, cfg.storage.artifacts
-    if isinstance(md, SqliteMetadataConfig) and md.kept():
-        folders.append(Path(md.path).parent)
-    if isinstance(art, LocalArtifactsConfig):
-        folders.append(Path(art.root))
+    """The local folders the run writes its state to: the stores' (the SQLite
+    database's, the local artifact root) and the local sandbox root."""
+    folders = storage_folders(cfg.storage)
     root = getattr(cfg.environment.runtime, "root", None)
     if cfg.environment.runtime.type == "local" and root:
         folders.append(Path(root))
