@@ -57,13 +57,14 @@ def sandbox_cpu_s(runtime: Runtime) -> float:
     also in the waited-for children's time. 0 without cgroups, and for a runtime
     that is not the local one (the dummy runs nothing)."""
     layout = getattr(runtime, "layout", None)
-    if layout is None:
+    process = getattr(runtime, "process", None)
+    if layout is None or process is None:
         return 0.0
     try:
         if layout.version == 1:
-            path = layout.base("cpuacct") / runtime.process / "cpuacct.usage"
+            path = layout.base("cpuacct") / process / "cpuacct.usage"
             return int(path.read_text().split()[0]) / 1e9
-        stat = (layout.base("cpu") / runtime.process / "cpu.stat").read_text()
+        stat = (layout.base("cpu") / process / "cpu.stat").read_text()
     except (OSError, KeyError, ValueError, IndexError):
         return 0.0
     for line in stat.splitlines():
@@ -73,22 +74,55 @@ def sandbox_cpu_s(runtime: Runtime) -> float:
 
 
 def interleave(
-    reps: int, sides: Sequence[Callable[[], T]], alternate: bool = False
+    reps: int, sides: Sequence[Callable[[], T]], alternate: bool = True, warmup: int = 0
 ) -> list[list[T]]:
     """Run ``sides`` in turn ``reps`` times; one list of results per side.
 
-    ``alternate`` reverses the order every other repetition (A B, B A, A B...):
-    what a run leaves behind (1,024 sandboxes' namespaces and cgroups are torn
-    down by kernel threads after the last one exits) falls on whichever side
-    comes next, and in a fixed order that is always the same side."""
+    The one place the benchmarks' A/B rules live. ``alternate`` (the default)
+    reverses the order every other repetition (A B, B A, A B...): what a run
+    leaves behind (1,024 sandboxes' namespaces and cgroups are torn down by
+    kernel threads after the last one exits; a warm cache; a collector's debt)
+    falls on whichever side comes next, and in a fixed order that is always the
+    same side. ``warmup`` runs every side that many times first, untimed and
+    in the same alternating order (carried on into the timed repetitions), so
+    no side is measured cold while another is warm."""
+    return interleave_reps(reps, [_ignore_rep(s) for s in sides], alternate, warmup)
+
+
+def _ignore_rep(side: Callable[[], T]) -> Callable[[int], T]:
+    return lambda _rep: side()
+
+
+def interleave_reps(
+    reps: int, sides: Sequence[Callable[[int], T]], alternate: bool = True, warmup: int = 0
+) -> list[list[T]]:
+    """:func:`interleave` for sides that take the repetition's index (to draw that
+    repetition's seed, say); warm-up runs get negative indices (-1, -2, ...)."""
+    for k in range(warmup):
+        for _i, side in _order(sides, k, alternate):
+            side(-1 - k)
     out: list[list[T]] = [[] for _ in sides]
-    for rep in range(reps):
-        order = list(enumerate(sides))
-        if alternate and rep % 2:
-            order.reverse()
-        for i, side in order:
-            out[i].append(side())
+    for rep in range(reps):  # the alternation carries on from the warm-up's
+        for i, side in _order(sides, warmup + rep, alternate):
+            out[i].append(side(rep))
     return out
+
+
+def order_text(n_sides: int, alternate: bool = True) -> str:
+    """How the sides were ordered, for a table's notes."""
+    names = "ABCDEFGH"[:n_sides]
+    if not alternate or n_sides < 2:
+        return " ".join(names) + ", every repetition"
+    return f"{' '.join(names)}, then {' '.join(reversed(names))}, alternating"
+
+
+def _order(
+    sides: Sequence[Callable[[int], T]], rep: int, alternate: bool
+) -> list[tuple[int, Callable[[int], T]]]:
+    order = list(enumerate(sides))
+    if alternate and rep % 2:
+        order.reverse()
+    return order
 
 
 def ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:

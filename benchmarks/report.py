@@ -1,32 +1,213 @@
-"""Shared by the benchmarks: print a rich table and write it as markdown.
+"""Shared by the benchmarks: the rules a table follows, then the table itself.
 
 Each benchmark writes ``<name>.md`` into the results folder: the one
 ``megaflow bench`` gives it (``MEGAFLOW_BENCH_RESULTS``, a fresh folder per
-run), else ``benchmarks/results``. Every table says when it was measured, on
-which machine, at which commit, and the load average (1 min) when the
-benchmark started and when it wrote the table; a table whose load exceeded
-the core count is marked not quotable.
+run), else ``benchmarks/results``. The rules (``benchmarks/README.md``):
+
+- **Load over the whole run.** Importing this module starts a thread that
+  reads ``/proc/loadavg`` every second until the table is written; the table
+  gives the samples' min / median / max, and is quotable only if every sample
+  stayed at or below the core count (the load at the start and end alone hides
+  a busy middle).
+- **A clean tree.** The table names its commit; a tree with changed tracked
+  files is refused (exit 2) unless ``--allow-dirty`` (or
+  ``MEGAFLOW_BENCH_ALLOW_DIRTY=1``, which ``megaflow bench --allow-dirty``
+  sets), and then the table is marked dirty and carries ``git diff --stat``.
+- **Every flag, seed and repetition.** The parsed flags (defaults included) go
+  into the table, with the seeds and the number of repetitions.
+- **One run.** Under ``megaflow bench`` each table carries the run's id
+  (``MEGAFLOW_BENCH_RUN``), so ``RESULTS.md`` is gathered from that run alone.
+
+Sides alternate and get the same warm-up through :func:`ab.interleave`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
+import statistics
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
 RESULTS_ENV = "MEGAFLOW_BENCH_RESULTS"
-LOAD_AT_START = os.getloadavg()[0]
-"""The load average when the benchmark imported this module, i.e. as it started."""
+ALLOW_DIRTY_ENV = "MEGAFLOW_BENCH_ALLOW_DIRTY"
+RUN_ENV = "MEGAFLOW_BENCH_RUN"
+RUN_MARK = "<!-- megaflow bench run: {} -->"
+"""The first line of a table written under ``megaflow bench``; it gathers only its own."""
 
 
-def results_dir() -> Path:
-    return Path(os.environ.get(RESULTS_ENV) or RESULTS)
+def read_loadavg() -> float:
+    """The 1-minute load average, from ``/proc/loadavg`` (``os.getloadavg`` elsewhere)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """What the sampler saw from the benchmark's start to its table."""
+
+    first: float
+    last: float
+    low: float
+    median: float
+    high: float
+    count: int
+    seconds: float
+
+    def quotable(self, cores: int) -> bool:
+        return self.high <= cores
+
+
+class LoadSampler:
+    """Reads the load every ``period_s`` in a daemon thread, from :meth:`start` on."""
+
+    def __init__(self, period_s: float = 1.0, read: Callable[[], float] = read_loadavg) -> None:
+        self.period_s = period_s
+        self.read = read
+        self.samples: list[float] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+
+    def start(self) -> LoadSampler:
+        self._t0 = time.monotonic()
+        self.sample()
+        self._thread = threading.Thread(target=self._loop, name="load-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
+
+    def sample(self) -> float:
+        value = self.read()
+        with self._lock:
+            self.samples.append(value)
+        return value
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def summary(self) -> LoadSummary:
+        """The samples so far, with one taken now (the table's own moment)."""
+        self.sample()
+        with self._lock:
+            got = list(self.samples)
+        return LoadSummary(
+            got[0], got[-1], min(got), statistics.median(got), max(got), len(got),
+            time.monotonic() - self._t0,
+        )  # fmt: skip
+
+
+SAMPLER = LoadSampler().start()
+"""Started when a benchmark imports this module, i.e. as its run starts."""
+LOAD_AT_START = SAMPLER.samples[0]
+"""The load when the benchmark imported this module (kept for older call sites)."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    commit: str
+    dirty: bool
+    diff_stat: str
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def tree_state(repo: Path | None = None) -> Tree:
+    """The checkout's commit, whether tracked files changed, and ``git diff --stat``."""
+    where = repo or REPO
+    head = _git(where, "rev-parse", "HEAD")
+    if not head:
+        return Tree("unknown (not a git checkout)", False, "")
+    dirty = bool(_git(where, "status", "--porcelain", "--untracked-files=no"))
+    return Tree(head, dirty, _git(where, "diff", "HEAD", "--stat") if dirty else "")
+
+
+def commit() -> str:
+    """``git rev-parse HEAD`` of the checkout, with ``+dirty`` when tracked files changed."""
+    tree = tree_state()
+    return tree.commit + ("+dirty" if tree.dirty else "")
+
+
+def allow_dirty_env() -> bool:
+    return os.environ.get(ALLOW_DIRTY_ENV, "") not in ("", "0")
+
+
+def check_tree(allow_dirty: bool = False, repo: Path | None = None) -> Tree:
+    """The tree, or exit 2 when it is dirty and neither the flag nor the env allows it."""
+    tree = tree_state(repo)
+    if tree.dirty and not (allow_dirty or allow_dirty_env()):
+        print(
+            f"error: the checkout at {repo or REPO} has uncommitted changes to tracked files, "
+            f"so its figures would name no commit; commit them, or pass --allow-dirty "
+            f"(or set {ALLOW_DIRTY_ENV}=1) to mark the table dirty with its diff",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return tree
+
+
+def add_rule_args(ap: argparse.ArgumentParser) -> None:
+    """The flags every benchmark takes for the rules (``--allow-dirty``)."""
+    ap.add_argument(
+        "--allow-dirty", action="store_true",
+        help="Measure a tree with uncommitted changes; the table is marked dirty.",
+    )  # fmt: skip
+
+
+def begin(args: argparse.Namespace) -> Tree:
+    """Check the tree before the run (so a refusal costs no run)."""
+    return check_tree(bool(getattr(args, "allow_dirty", False)))
+
+
+def flags_of(args: argparse.Namespace | None) -> str:
+    """Every parsed flag with its value (defaults too), or the command line as given."""
+    if args is None:
+        return " ".join(sys.argv[1:]) or "(none)"
+    parts = []
+    for key, value in sorted(vars(args).items()):
+        flag = "--" + key.replace("_", "-")
+        parts.append(flag if value is True else f"{flag}={value}")
+    return " ".join(parts) or "(none)"
+
+
+def _seeds_reps(
+    args: argparse.Namespace | None, seeds: Sequence[int] | None, reps: int | None
+) -> tuple[str, str]:
+    if seeds is None and args is not None:
+        got = getattr(args, "seeds", None)
+        got = getattr(args, "seed", None) if got is None else got
+        if got is not None:
+            seeds = [int(s) for s in str(got).replace(",", " ").split()]
+    if reps is None and args is not None:
+        for name in ("reps", "repeats", "rounds"):
+            if isinstance(getattr(args, name, None), int):
+                reps = int(getattr(args, name))
+                break
+    return (", ".join(map(str, seeds)) if seeds else "none"), (str(reps) if reps else "1")
 
 
 def machine() -> str:
@@ -35,50 +216,51 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, Python {py}"
 
 
-def commit() -> str:
-    """``git rev-parse HEAD`` of the checkout, with ``+dirty`` when tracked files changed."""
-    repo = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
-        )
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    head = git("rev-parse", "HEAD")
-    if not head:
-        return "unknown (not a git checkout)"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return head + ("+dirty" if dirty else "")
-
-
 def quotable(before: float, after: float) -> bool:
     return max(before, after) <= (os.cpu_count() or 1)
 
 
-def provenance(load_before: float | None = None, self_loading: str = "") -> tuple[str, bool]:
-    """(the "Measured ..." line, whether the figures are quotable). ``self_loading``
-    names what the benchmark itself runs that raises the load (e.g. a thousand
-    concurrent sandboxes); then the load at the start alone decides."""
-    before = LOAD_AT_START if load_before is None else load_before
-    after = os.getloadavg()[0]
+def provenance(
+    load_before: float | None = None,
+    self_loading: str = "",
+    *,
+    args: argparse.Namespace | None = None,
+    seeds: Sequence[int] | None = None,
+    reps: int | None = None,
+    tree: Tree | None = None,
+    load: LoadSummary | None = None,
+) -> tuple[str, bool]:
+    """(the "Measured ..." text, whether the figures are quotable). ``self_loading``
+    names what the benchmark itself runs that raises the load (a thousand
+    concurrent sandboxes); then the load at the start alone decides, and the
+    text says so."""
+    tree = tree or tree_state()
+    load = load or SAMPLER.summary()
+    before = load.first if load_before is None else load_before
     cores = os.cpu_count() or 1
-    ok = quotable(before, before if self_loading else after)
+    ok = before <= cores if self_loading else load.quotable(cores) and before <= cores
+    seed_text, rep_text = _seeds_reps(args, seeds, reps)
     line = (
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}, "
-        f"commit {commit()}. Load average (1 min) {before:.2f} at the start, {after:.2f} "
-        f"at the end, on {cores} cores."
+        f"commit {tree.commit}{' (dirty tree)' if tree.dirty else ''}. Load average (1 min) "
+        f"over the run ({load.count} samples in {load.seconds:.0f} s): min {load.low:.2f}, "
+        f"median {load.median:.2f}, max {load.high:.2f}; {before:.2f} at the start, "
+        f"{load.last:.2f} at the end, on {cores} cores. Flags: `{flags_of(args)}`. "
+        f"Seeds: {seed_text}. Repetitions: {rep_text}."
     )
     if self_loading:
         line += (
-            f" The load at the end includes the benchmark's own {self_loading}, so the load "
-            "at the start decides whether the table is quotable."
+            f" The load during the run includes the benchmark's own {self_loading}, so the "
+            "load at the start decides whether the table is quotable."
         )
     if not ok:
         line += (
-            f" **Not quotable**: the load exceeded the {cores} cores, so other work on "
-            "the machine shaped these figures."
+            f" **Not quotable**: the load exceeded the {cores} cores during the run, so other "
+            "work on the machine shaped these figures."
         )
+    if tree.dirty:
+        line += "\n\n**Dirty tree** (`--allow-dirty`); `git diff --stat`:\n\n```\n"
+        line += tree.diff_stat + "\n```"
     return line, ok
 
 
@@ -92,10 +274,17 @@ def report(
     load_before: float | None = None,
     extra_md: str = "",
     self_loading: str = "",
+    args: argparse.Namespace | None = None,
+    seeds: Sequence[int] | None = None,
+    reps: int | None = None,
 ) -> None:
-    """Print the table and write ``<name>.md``; ``extra_md`` goes to the file only."""
-    line, ok = provenance(load_before, self_loading)
+    """Print the table and write ``<name>.md``; ``extra_md`` goes to the file only.
+    A dirty tree not allowed: the table is printed, not written, and the exit is 2."""
+    tree = tree_state()
+    line, ok = provenance(load_before, self_loading, args=args, seeds=seeds, reps=reps, tree=tree)
     shown = title if ok else f"{title} (not quotable)"
+    if tree.dirty:
+        shown += " (dirty)"
     table = Table(title=shown)
     for col in columns:
         table.add_column(col)
@@ -106,7 +295,10 @@ def report(
     if notes:
         console.print(notes)
     console.print(f"[dim]{line}[/]")
-    lines = [
+    check_tree(bool(getattr(args, "allow_dirty", False)))
+    run = os.environ.get(RUN_ENV, "")
+    lines = [RUN_MARK.format(run)] if run else []
+    lines += [
         f"## {shown}",
         "",
         line,
@@ -120,6 +312,10 @@ def report(
         lines += [notes, ""]
     if extra_md:
         lines += [extra_md, ""]
-    out = results_dir()
+    out = Path(os.environ.get(RESULTS_ENV) or RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.md").write_text("\n".join(lines))
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get(RESULTS_ENV) or RESULTS)
