@@ -123,3 +123,32 @@ class NativeHTTP:
 
     async def get(self, path: str, **kw: Any) -> Any:
         return await self.call("GET", path, **kw)
+
+
+class NativeEngine:
+    """What every engine adapter shares: its HTTP client, its name and lifecycle."""
+
+    def __init__(
+        self,
+        root: str,
+        engine: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        weights_timeout_s: float = 600.0,
+        max_connections: int = 64,
+    ) -> None:
+        self.http = NativeHTTP(
+            root, engine, api_key=api_key, timeout_s=timeout_s, max_connections=max_connections
+        )
+        self.weights_timeout_s = weights_timeout_s
+
+    @property
+    def name(self) -> str:
+        return self.http.name
+
+    async def start(self) -> None:
+        await self.http.start()
+
+    async def stop(self) -> None:
+        await self.http.stop()

@@ -45,7 +45,7 @@ from megaflow.model.engines.abstract import (
     WeightGroup,
     WeightsMixed,
 )
-from megaflow.model.engines.native_http import EngineRefused, NativeHTTP, engine_message
+from megaflow.model.engines.native_http import EngineRefused, NativeEngine, engine_message
 
 _PAUSE_MODES: dict[str, str] = {"abort": "abort", "keep": "in_place"}
 
@@ -61,7 +61,7 @@ def parse_version(value: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-class SGLangEngine:
+class SGLangEngine(NativeEngine):
     """One SGLang server, addressed by its root URL (``http://host:30000``)."""
 
     def __init__(
@@ -73,21 +73,11 @@ class SGLangEngine:
         weights_timeout_s: float = 600.0,
         max_connections: int = 64,
     ) -> None:
-        self.http = NativeHTTP(
-            root, "sglang", api_key=api_key, timeout_s=timeout_s, max_connections=max_connections
-        )
-        self.weights_timeout_s = weights_timeout_s
+        super().__init__(
+            root, "sglang", api_key=api_key, timeout_s=timeout_s,
+            weights_timeout_s=weights_timeout_s, max_connections=max_connections,
+        )  # fmt: skip
         self._group = "weight_update_group"  # SGLang's default group name
-
-    @property
-    def name(self) -> str:
-        return self.http.name
-
-    async def start(self) -> None:
-        await self.http.start()
-
-    async def stop(self) -> None:
-        await self.http.stop()
 
     def generate_body(self, prompt_ids: list[int], sampling: Sampling, rid: str) -> dict[str, Any]:
         params: dict[str, Any] = {

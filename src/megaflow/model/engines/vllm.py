@@ -54,12 +54,12 @@ from megaflow.model.engines.abstract import (
     WeightGroup,
     WeightsMixed,
 )
-from megaflow.model.engines.native_http import NativeHTTP
+from megaflow.model.engines.native_http import NativeEngine
 
 _PAUSE_MODES: dict[str, str] = {"abort": "abort", "keep": "keep"}
 
 
-class VLLMEngine:
+class VLLMEngine(NativeEngine):
     """One vLLM server, addressed by its root URL (``http://host:8000``, no ``/v1``)."""
 
     def __init__(
@@ -72,21 +72,11 @@ class VLLMEngine:
         weights_timeout_s: float = 600.0,
         max_connections: int = 64,
     ) -> None:
-        self.http = NativeHTTP(
-            root, "vllm", api_key=api_key, timeout_s=timeout_s, max_connections=max_connections
-        )
+        super().__init__(
+            root, "vllm", api_key=api_key, timeout_s=timeout_s,
+            weights_timeout_s=weights_timeout_s, max_connections=max_connections,
+        )  # fmt: skip
         self.model = model
-        self.weights_timeout_s = weights_timeout_s
-
-    @property
-    def name(self) -> str:
-        return self.http.name
-
-    async def start(self) -> None:
-        await self.http.start()
-
-    async def stop(self) -> None:
-        await self.http.stop()
 
     def completion_body(
         self, prompt_ids: list[int], sampling: Sampling, rid: str
