@@ -49,7 +49,7 @@ def test_status(db: str) -> None:
 def test_results_table_and_json(db: str) -> None:
     res = runner.invoke(app, ["results", "run-1", "--db", db])
     assert res.exit_code == 0, res.output
-    assert "3 tasks, 1 with results, 1 resolved, 0 masked" in res.output
+    assert "3 tasks, 1 with results, 1 resolved, 0 ungraded" in res.output
     res = runner.invoke(app, ["results", "run-1", "--json", "--db", db])
     rows = json.loads(res.stdout)
     assert [r["state"] for r in rows] == ["succeeded", "queued", "queued"]

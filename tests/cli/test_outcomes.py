@@ -87,9 +87,9 @@ def test_results_at_80_columns_keep_every_task_id_whole(db: str) -> None:
         assert name in first, (name, res.output)
     assert "resolved" in res.output
     outcomes = " ".join(line.split("│")[2].strip() for line in rows)
-    assert "resolved unresolved timed out (masked) queued" in " ".join(outcomes.split())
+    assert "resolved unresolved timed out (ungraded) queued" in " ".join(outcomes.split())
     assert all(len(line) <= 80 for line in res.output.splitlines())
-    assert "4 tasks, 3 with results, 1 resolved, 1 masked" in res.output
+    assert "4 tasks, 3 with results, 1 resolved, 1 ungraded" in res.output
 
 
 def _run_config(tmp_path: Path) -> Path:

@@ -48,7 +48,7 @@ def _summary(db: Path, run_id: str) -> tuple[float, int, int, int]:
     async def go() -> tuple[float, int, int, int]:
         async with SqliteMetadataStore(str(db)) as store:
             a = await summarize_arm(store, run_id, "main", 1)
-        return a.task_p50_s, a.metrics.errors, a.masked, a.metrics.samples
+        return a.task_p50_s, a.metrics.errors, a.ungraded, a.metrics.samples
 
     return asyncio.run(go())
 
@@ -65,7 +65,7 @@ def test_a_run_where_every_sample_errored_exits_1_with_real_times(tmp_path: Path
     rows = json.loads(
         runner.invoke(app, ["results", run_id, "--json", "--db", str(tmp_path / "m.db")]).stdout
     )
-    assert [(r["state"], r["reward"], r["error_kind"], r["masked"]) for r in rows] == [
+    assert [(r["state"], r["reward"], r["error_kind"], r["ungraded"]) for r in rows] == [
         ("succeeded", 0.0, "agent", False)
     ] * 2
     assert all(r["artifacts"]["trajectory"] for r in rows)
@@ -96,7 +96,7 @@ def test_an_infra_failure_past_its_retries_is_masked_and_exits_1(tmp_path: Path)
     (row,) = json.loads(
         runner.invoke(app, ["results", run_id, "--json", "--db", str(tmp_path / "m.db")]).stdout
     )
-    assert (row["state"], row["attempts"], row["masked"]) == ("failed", 2, True)
+    assert (row["state"], row["attempts"], row["ungraded"]) == ("failed", 2, True)
     assert row["reward"] is None  # never a 0 for a sample that has no grade
 
 

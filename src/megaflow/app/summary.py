@@ -2,15 +2,17 @@
 
 Every sample is counted. A sample that ran to the end (SUCCEEDED) is in the
 metrics with its reward, an agent's own failure with reward 0 and as an
-error. A *masked* sample (its task ended FAILED, TIMED_OUT or CANCELLED: no
-graded result) is left out of the reward and pass@k figures and counted on
+error. An *ungraded* sample (its task ended FAILED, TIMED_OUT or CANCELLED:
+no graded result) is left out of the reward and pass@k figures and counted on
 its own; its task time is its attempts' real time, never a 0. A job whose
 samples are not all graded, or all errored, or errored in a larger share
 than ``expect.max_error_share``, fails its checks, so `megaflow run` exits 1
-for it.
+for it. An arm with nothing graded has no resolved share and no task times
+(``None``), never a 0.0% that reads as a measured figure.
 
-:func:`outcome` is how the command line names where a task stands:
-*resolved* or *unresolved* once graded, the error kind when it errored.
+The words (resolved, errored, ungraded, masked, cancelled) and
+:func:`outcome` live in :mod:`megaflow.core.outcomes`, shared with the
+dashboard and every command.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from dataclasses import dataclass, field
 
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
 from megaflow.config.models import RunConfig
+from megaflow.core.outcomes import outcome, outcome_order, ungraded
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, ErrorKind, TaskRecord, TaskResult, group_id
+from megaflow.core.tasks import Attempt, TaskRecord, TaskResult, group_id
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -30,13 +33,14 @@ class ArmSummary:
     arm: str
     counts: dict[TaskState, int]
     metrics: RunMetrics
-    task_p50_s: float
-    task_p99_s: float
-    start_p50_s: float
-    start_p99_s: float
-    grade_start_p50_s: float = 0.0
-    grade_start_p99_s: float = 0.0
-    masked: int = 0
+    task_p50_s: float | None
+    """None (as the other times) when no sample of the arm took any: shown as a dash."""
+    task_p99_s: float | None
+    start_p50_s: float | None
+    start_p99_s: float | None
+    grade_start_p50_s: float | None = None
+    grade_start_p99_s: float | None = None
+    ungraded: int = 0
     """Samples without a graded result (failed, timed out, cancelled)."""
 
     @property
@@ -44,9 +48,23 @@ class ArmSummary:
         return sum(self.counts.values())
 
     @property
+    def graded(self) -> int:
+        return self.metrics.samples
+
+    @property
+    def cancelled(self) -> int:
+        return self.counts.get(TaskState.CANCELLED, 0)
+
+    @property
     def resolved(self) -> float:
-        """Share of samples resolved (unfinished and failed samples count as not)."""
+        """Share of samples resolved (unfinished and ungraded samples count as not);
+        see :attr:`resolved_share` for what to show."""
         return self.metrics.success_rate * self.metrics.samples / self.total if self.total else 0.0
+
+    @property
+    def resolved_share(self) -> float | None:
+        """:attr:`resolved`, or ``None`` while no sample of the arm is graded."""
+        return self.resolved if self.graded else None
 
 
 @dataclass
@@ -62,9 +80,14 @@ class JobSummary:
         return sum(n for a in self.arms for s, n in a.counts.items() if s.terminal)
 
     @property
+    def cancelled(self) -> int:
+        return sum(a.cancelled for a in self.arms)
+
+    @property
     def ran(self) -> int:
-        """Tasks this process finished: a resume's throughput counts these alone."""
-        return self.finished - self.before
+        """Tasks this process finished, cancelled ones not included (they did no work):
+        a resume's throughput counts these alone."""
+        return max(0, self.finished - self.before - self.cancelled)
 
     @property
     def throughput(self) -> float:
@@ -77,38 +100,6 @@ class JobSummary:
 
 
 _STAGES = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
-_ENDED_AS = {
-    TaskState.FAILED: ErrorKind.INFRA,
-    TaskState.TIMED_OUT: ErrorKind.TIMEOUT,
-    TaskState.CANCELLED: ErrorKind.CANCELLED,
-}
-ERROR_LABELS = {
-    ErrorKind.AGENT: "agent error",
-    ErrorKind.INFRA: "infra error",
-    ErrorKind.INFRA_LOST: "infra lost",
-    ErrorKind.TIMEOUT: "timed out",
-    ErrorKind.CANCELLED: "cancelled",
-    ErrorKind.TAMPERED: "tampered",
-}
-OUTCOMES = (
-    *(s.value for s in TaskState if not s.terminal),
-    "resolved", "unresolved", *ERROR_LABELS.values(),
-)  # fmt: skip
-"""Every :func:`outcome`, in the order tables show them."""
-
-
-def outcome(state: TaskState, result: TaskResult | None) -> str:
-    """Where a task stands: its state while unfinished; ``resolved`` or ``unresolved``
-    once it ran and was graded; its error kind (:data:`ERROR_LABELS`) when it errored,
-    an agent's own failure included (graded with reward 0)."""
-    if not state.terminal:
-        return state.value
-    kind = result.error_kind if result else None
-    if state is TaskState.SUCCEEDED:
-        if kind is not None and not (result and result.success):
-            return ERROR_LABELS[kind]
-        return "resolved" if result and result.success else "unresolved"
-    return ERROR_LABELS[kind or _ENDED_AS[state]]
 
 
 async def outcome_counts(store: MetadataStore, run_id: str) -> dict[str, int]:
@@ -118,11 +109,7 @@ async def outcome_counts(store: MetadataStore, run_id: str) -> dict[str, int]:
     for rec in await store.list_tasks(run_id):
         key = outcome(rec.state, results.get(rec.id))
         counts[key] = counts.get(key, 0) + 1
-    return {k: counts[k] for k in sorted(counts, key=_order)}
-
-
-def _order(key: str) -> int:
-    return OUTCOMES.index(key) if key in OUTCOMES else len(OUTCOMES)
+    return {k: counts[k] for k in sorted(counts, key=outcome_order)}
 
 
 def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:
@@ -144,50 +131,57 @@ def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -
     )
 
 
+def _p50_p99(xs: list[float]) -> tuple[float | None, float | None]:
+    return (percentile(xs, 50), percentile(xs, 99)) if xs else (None, None)
+
+
 async def summarize_arm(store: MetadataStore, run_id: str, arm: str, samples: int) -> ArmSummary:
     records = await store.list_tasks(run_id)
     results = {r.task_id: r for r in await store.list_results(run_id)}
-    outcomes = [
-        _outcome(
-            rec,
-            results.get(rec.id),
-            [] if rec.state is TaskState.SUCCEEDED else await store.list_attempts(rec.id),
-        )
+    attempts = {
+        rec.id: [] if rec.state is TaskState.SUCCEEDED else await store.list_attempts(rec.id)
         for rec in records
-    ]
+    }
+    outcomes = [_outcome(rec, results.get(rec.id), attempts[rec.id]) for rec in records]
     graded = [
         o for o, rec in zip(outcomes, records, strict=True) if rec.state is TaskState.SUCCEEDED
     ]
-    masked = sum(
-        1 for rec in records if rec.state.terminal and rec.state is not TaskState.SUCCEEDED
-    )
+    lost = sum(1 for rec in records if ungraded(rec.state))
     metrics = summarize(graded, sorted({1, samples}))
-    metrics.errors += masked
-    finished = [o for o, rec in zip(outcomes, records, strict=True) if rec.state.terminal]
-    times = [o.duration_s for o in finished]
+    metrics.errors += lost
+    # a task time is a task that ran: graded, or an attempt started (a task cancelled
+    # before it ever started took no time, and is no 0.00 s)
+    times = [
+        o.duration_s
+        for o, rec in zip(outcomes, records, strict=True)
+        if rec.state is TaskState.SUCCEEDED or (rec.state.terminal and attempts[rec.id])
+    ]
     done = [results[rec.id].metrics for rec in records if rec.id in results]
-    starts = [m.get("sandbox_start_s", 0.0) for m in done]
+    starts = [m["sandbox_start_s"] for m in done if "sandbox_start_s" in m]
     grade_starts = [m["grade_sandbox_start_s"] for m in done if "grade_sandbox_start_s" in m]
+    task_p50, task_p99 = _p50_p99(times)
+    start_p50, start_p99 = _p50_p99(starts)
+    grade_p50, grade_p99 = _p50_p99(grade_starts)
     return ArmSummary(
         run_id=run_id,
         arm=arm,
         counts=await store.count_by_state(run_id),
         metrics=metrics,
-        task_p50_s=percentile(times, 50) if times else 0.0,
-        task_p99_s=percentile(times, 99) if times else 0.0,
-        start_p50_s=percentile(starts, 50) if starts else 0.0,
-        start_p99_s=percentile(starts, 99) if starts else 0.0,
-        grade_start_p50_s=percentile(grade_starts, 50) if grade_starts else 0.0,
-        grade_start_p99_s=percentile(grade_starts, 99) if grade_starts else 0.0,
-        masked=masked,
+        task_p50_s=task_p50,
+        task_p99_s=task_p99,
+        start_p50_s=start_p50,
+        start_p99_s=start_p99,
+        grade_start_p50_s=grade_p50,
+        grade_start_p99_s=grade_p99,
+        ungraded=lost,
     )
 
 
 def checks(cfg: RunConfig, arms: list[ArmSummary]) -> list[tuple[str, bool, str]]:
     out: list[tuple[str, bool, str]] = []
     for a in arms:
-        graded = a.total - a.masked
-        out.append((f"{a.arm}: every sample graded", a.masked == 0, f"{graded}/{a.total}"))
+        graded = a.total - a.ungraded
+        out.append((f"{a.arm}: every sample graded", a.ungraded == 0, f"{graded}/{a.total}"))
         ok = a.total - a.metrics.errors
         out.append((f"{a.arm}: not every sample errored", ok > 0, f"{ok} without an error"))
         cap, share = cfg.expect.max_error_share, a.metrics.errors / a.total if a.total else 0.0

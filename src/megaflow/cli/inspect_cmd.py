@@ -2,10 +2,12 @@
 (``--db`` a SQLite file, or ``--config`` a run or cluster config naming any store).
 
 Each result row names the sample's type (as its attempt ran it), its group
-and whether it is *masked*: its task ended without a graded result (failed,
-timed out, cancelled), so it has no reward (``null``, never 0).
+and whether it is *ungraded*: its task ended without a graded result
+(failed, timed out, cancelled), so it has no reward (``null``, never 0).
 ``export --training`` writes the token-level training rows instead
-(:mod:`megaflow.app.training_export`).
+(:mod:`megaflow.app.training_export`), whose *masked* means left out of
+training (ungraded, or without a token-exact episode). Both words are
+defined once in :mod:`megaflow.core.outcomes`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import typer
 from rich.table import Table
 
 from megaflow.app.assembly import task_type
-from megaflow.app.summary import outcome, outcome_counts
+from megaflow.app.summary import outcome_counts
 from megaflow.app.training_data import StoredSample, load_samples
 from megaflow.app.training_export import Format, write_training
 from megaflow.cli.common import (
@@ -35,7 +37,7 @@ from megaflow.cli.common import (
 )
 from megaflow.cli.tables import id_width, outcome_table, relative_id
 from megaflow.core.errors import MegaFlowError
-from megaflow.core.states import TaskState
+from megaflow.core.outcomes import outcome, ungraded
 from megaflow.core.tasks import group_id
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import ArtifactsConfig, LocalArtifactsConfig
@@ -74,7 +76,7 @@ async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
     for rec in await store.list_tasks(run_id):
         res = results.get(rec.id)
         kind, source = task_type(rec.spec)
-        masked = rec.state.terminal and rec.state is not TaskState.SUCCEEDED
+        lost = ungraded(rec.state)
         out.append(
             {
                 "task_id": rec.id,
@@ -84,11 +86,11 @@ async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
                 "type_source": source,
                 "state": rec.state.value,
                 "outcome": outcome(rec.state, res),
-                "masked": masked,
+                "ungraded": lost,
                 "attempts": rec.attempts,
                 "preemptions": rec.preemptions,
                 "success": res.success if res else None,
-                "reward": res.reward if res and not masked else None,
+                "reward": res.reward if res and not lost else None,
                 "error_kind": res.error_kind.value if res and res.error_kind else None,
                 "error": (res.error if res else None) or rec.error,
                 "metrics": res.metrics if res else {},
@@ -118,18 +120,18 @@ def results(
     console.print(_results_table(rows, run_id, by_type=len(types) > 1))
     done = [r for r in rows if r["success"] is not None]
     solved = sum(1 for r in done if r["success"])
-    masked = sum(1 for r in rows if r["masked"])
+    lost = sum(1 for r in rows if r["ungraded"])
     console.print(
-        f"{len(rows)} tasks, {len(done)} with results, {solved} resolved, {masked} masked"
+        f"{len(rows)} tasks, {len(done)} with results, {solved} resolved, {lost} ungraded"
     )
 
 
-_OUTCOME_WIDTH = 11  # "infra error", "unresolved"; "(masked)" goes on a second line
+_OUTCOME_WIDTH = 11  # "infra error", "unresolved"; "(ungraded)" goes on a second line
 
 
 def _results_table(rows: list[dict[str, Any]], run_id: str, by_type: bool) -> Table:
     ids = [relative_id(r["task_id"], run_id) for r in rows]
-    outcomes = [r["outcome"] + (" (masked)" if r["masked"] else "") for r in rows]
+    outcomes = [r["outcome"] + (" (ungraded)" if r["ungraded"] else "") for r in rows]
     # beside the id: type, outcome, attempts, reward and at least 10 of the error
     others = [5] * by_type + [_OUTCOME_WIDTH, 8, 6, 10]
     task_width = id_width(ids, console.width, others)
@@ -191,7 +193,9 @@ def _export_training(
         fail("parquet export needs pyarrow: pip install 'megaflow[parquet]'")
     _report_problems(samples)
     masked = sum(1 for s in samples if s.as_training_sample().masked)
-    err_console.print(f"wrote {n} training rows ({masked} masked) to {target or 'stdout'}")
+    err_console.print(
+        f"wrote {n} training rows ({masked} masked: left out of training) to {target or 'stdout'}"
+    )
 
 
 def _written(write: Callable[[Path], int], target: Path | None, fmt: str) -> int:

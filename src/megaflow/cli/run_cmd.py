@@ -34,25 +34,28 @@ _REFRESH_S = 0.25
 
 def _refresh(job: Job, progress: Progress, bar: TaskID, t0: float) -> None:
     """Set the bar from the scheduler's counts: the tasks this process took in (on a
-    resume, those left unfinished), so its rate is theirs."""
+    resume, those left unfinished), so its rate is theirs. A cancelled task is no work
+    done: it stays out of the bar's completed part and of the rate, counted apart."""
     counts: dict[TaskState, int] = {}
     for rid in job.run_ids:
         for s, n in job.sched.counts(rid).items():
             counts[s] = counts.get(s, 0) + n
-    finished = sum(n for s, n in counts.items() if s.terminal)
+    cancelled = counts.get(TaskState.CANCELLED, 0)
+    finished = sum(n for s, n in counts.items() if s.terminal) - cancelled
     running = sum(n for s, n in counts.items() if s in ACTIVE_STATES)
     queued = sum(n for s, n in counts.items() if not s.terminal and s not in ACTIVE_STATES)
     elapsed = time.monotonic() - t0
     progress.update(
         bar, total=sum(counts.values()) or None, completed=finished, running=running,
         queued=queued, rate=finished / elapsed if elapsed > 0 else 0.0,
+        cancelled=f", {cancelled} cancelled" if cancelled else "",
     )  # fmt: skip
 
 
 async def _watch(job: Job, progress: Progress, done: asyncio.Event) -> None:
     """Refresh the display from the scheduler's counts until the job is done, and once
     more after: the last tasks finish between two refreshes, so the bar ends at 100%."""
-    bar = progress.add_task("tasks", total=None, running=0, queued=0, rate=0.0)
+    bar = progress.add_task("tasks", total=None, running=0, queued=0, rate=0.0, cancelled="")
     t0 = time.monotonic()
     while not done.is_set():
         _refresh(job, progress, bar, t0)
@@ -76,7 +79,9 @@ async def _run(job: Job, resume: bool, metrics_port: int | None = None) -> JobSu
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.completed}/{task.total} done"),
-        TextColumn("{task.fields[running]} running, {task.fields[queued]} queued"),
+        TextColumn(
+            "{task.fields[running]} running, {task.fields[queued]} queued{task.fields[cancelled]}"
+        ),
         TextColumn("{task.fields[rate]:.1f} tasks/s"), TextColumn("ETA"), TimeRemainingColumn(),
         console=console,
     )  # fmt: skip
@@ -125,7 +130,21 @@ async def _drive(job: Job, resume: bool, progress: Progress) -> JobSummary:
     return summary
 
 
+def _times(p50: float | None, p99: float | None, scale: float, unit: str) -> str:
+    """``P50 / P99 unit``, or a dash when the arm has no such time."""
+    if p50 is None or p99 is None:
+        return "-"
+    digits = 2 if unit == "s" else 1
+    return f"{p50 * scale:.{digits}f} / {p99 * scale:.{digits}f} {unit}"
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
 def _print(job: Job, s: JobSummary) -> None:
+    """The summary table. Words as :mod:`megaflow.core.outcomes` defines them: an arm
+    with nothing graded shows dashes, never a 0.0% or a 0.00 s it did not measure."""
     table = Table(title=f"job {job.run_id}")
     table.add_column("figure", no_wrap=True)
     for a in s.arms:
@@ -134,26 +153,27 @@ def _print(job: Job, s: JobSummary) -> None:
     rows: list[tuple[str, list[str]]] = [
         ("samples (tasks x samples)", [f"{a.total} ({a.metrics.tasks} x {job.cfg.samples})"
                                        for a in s.arms]),
-        ("resolved", [f"{a.resolved:.1%}" for a in s.arms]),
-        *((f"pass@{k}", [f"{a.metrics.pass_at_k.get(k, 0.0):.1%}" for a in s.arms]) for k in ks),
+        ("graded", [f"{a.graded}/{a.total}" for a in s.arms]),
+        ("resolved share", [_share(a.resolved_share) for a in s.arms]),
+        *((f"pass@{k}", [_share(a.metrics.pass_at_k.get(k)) if a.graded else "-"
+                         for a in s.arms]) for k in ks),
         ("reward mean ± std", [f"{a.metrics.reward_mean:.2f} ± {a.metrics.reward_std:.2f}"
-                               for a in s.arms]),
-        ("errors (masked: no graded result)",
-         [f"{a.metrics.errors} ({a.masked})" for a in s.arms]),
-        ("task time P50 / P99", [f"{a.task_p50_s:.2f} / {a.task_p99_s:.2f} s" for a in s.arms]),
+                               if a.graded else "-" for a in s.arms]),
+        ("errored (of them ungraded)", [f"{a.metrics.errors} ({a.ungraded})" for a in s.arms]),
+        ("cancelled", [str(a.cancelled) for a in s.arms]),
+        ("task time P50 / P99", [_times(a.task_p50_s, a.task_p99_s, 1, "s") for a in s.arms]),
         ("sandbox start P50 / P99",
-         [f"{a.start_p50_s * 1000:.1f} / {a.start_p99_s * 1000:.1f} ms" for a in s.arms]),
+         [_times(a.start_p50_s, a.start_p99_s, 1000, "ms") for a in s.arms]),
         ("grading sandbox start P50 / P99",
-         [f"{a.grade_start_p50_s * 1000:.1f} / {a.grade_start_p99_s * 1000:.1f} ms"
-          for a in s.arms]),
+         [_times(a.grade_start_p50_s, a.grade_start_p99_s, 1000, "ms") for a in s.arms]),
     ]  # fmt: skip
     for name, cells in rows:
         table.add_row(name, *cells)
     console.print(table)
     earlier = f" ({s.before} had finished before this resume)" if s.before else ""
-    console.print(
-        f"{s.ran} tasks in {s.wall_s:.1f} s: throughput {s.throughput:.2f} tasks/s{earlier}"
-    )
+    gone = f"; {s.cancelled} cancelled, not counted" if s.cancelled else ""
+    rate = f"throughput {s.throughput:.2f} tasks/s" if s.ran else "no throughput"
+    console.print(f"{s.ran} tasks in {s.wall_s:.1f} s: {rate}{earlier}{gone}")
     for name, ok, got in s.checks:
         mark = "[green]pass[/]" if ok else "[red]FAIL[/]"
         console.print(f"check {mark}: {name} (got {got})")

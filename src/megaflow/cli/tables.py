@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from rich.table import Table
 
-from megaflow.app.summary import OUTCOMES
+from megaflow.core.outcomes import OUTCOMES
 
 MIN_ID_WIDTH = 12
 

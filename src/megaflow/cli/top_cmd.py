@@ -19,8 +19,9 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from megaflow.app.summary import ERROR_LABELS, outcome_counts
+from megaflow.app.summary import outcome_counts
 from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
+from megaflow.core.outcomes import ERROR_LABELS
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.abstract import MetadataStore
 
