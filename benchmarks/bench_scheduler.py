@@ -10,8 +10,11 @@ decision with 10,000 queued tasks over 1,000 instances, the simulator's wall
 time, end-to-end simulated time of heavy-tailed tasks as load and fleet grow
 together, and two peers for the no-op throughput, interleaved with it: plain
 asyncio coroutines in this process (the same in-process work without the
-state machine), and local Ray ``ray.remote`` no-ops (cross-process dispatch,
-so not like for like; the table says so). Ray is optional
+state machine, its coroutines built outside the timer as MegaFlow's specs
+are), and local Ray ``ray.remote`` no-ops (cross-process dispatch,
+so not like for like; the table says so; one session for the run, started
+outside every timer). Every side gets the same untimed warm-up (``--warmup``)
+and the order alternates every repetition (``ab.interleave``). Ray is optional
 (``pip install -e '.[ray]'``); without it the peer row says so. The no-op
 runs and the asyncio peer run under the collector settings of ``megaflow
 run`` (:func:`megaflow.app.gc_tuning.tuned_gc`, entered once the tasks are
@@ -25,13 +28,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Resources, RunSpec, TaskSpec
@@ -56,8 +62,8 @@ except ImportError:  # the source of a commit from before it, under benchmarks/a
     tuned_gc = contextlib.nullcontext  # type: ignore[assignment]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab import interleave, ratios, spread
-from report import LOAD_AT_START, report
+from ab import interleave, order_text, ratios, spread
+from report import LOAD_AT_START, add_rule_args, begin, report
 
 STORES = ("file", ":memory:", "memory")
 """The no-op rows: SQLite on a file, SQLite without a file, the in-memory store."""
@@ -146,7 +152,9 @@ def decision_p99(
 
 
 def asyncio_noop(n: int) -> float:
-    """Peer in this process: ``n`` no-op coroutines at most 1,000 at once, no state machine."""
+    """Peer in this process: ``n`` no-op coroutines at most 1,000 at once, no state
+    machine. The coroutines are built before the timer starts, as MegaFlow's task
+    specs are."""
 
     async def go() -> float:
         gate = asyncio.Semaphore(1000)
@@ -155,34 +163,41 @@ def asyncio_noop(n: int) -> float:
             async with gate:
                 await asyncio.sleep(0)
 
+        coros = [noop() for _ in range(n)]
         with tuned_gc():
             start = time.perf_counter()
-            await asyncio.gather(*(noop() for _ in range(n)))
+            await asyncio.gather(*coros)
             return n / (time.perf_counter() - start)
 
     return asyncio.run(go())
 
 
-def ray_noop(n: int) -> float | str:
-    """Peer across processes: ``n`` no-op ``ray.remote`` tasks; ``ray.init`` and the
-    workers' start are outside the timer."""
+@contextlib.contextmanager
+def ray_session() -> Iterator[Callable[[int], float] | str]:
+    """Peer across processes: a function running ``n`` no-op ``ray.remote`` tasks,
+    on one local Ray session started here, outside every timer (as each
+    MegaFlow run's scheduler and stores are started outside its timer). The
+    workers warm up in the warm-up repetition every side gets, not apart."""
     try:
         import ray
     except ImportError:
-        return "not measured: Ray not installed (pip install -e '.[ray]')"
+        yield "not measured: Ray not installed (pip install -e '.[ray]')"
+        return
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     try:
 
         @ray.remote
         def noop() -> None:
             return None
 
-        ray.get([noop.remote() for _ in range(min(n, 200))])  # warm the workers
-        start = time.perf_counter()
-        ray.get([noop.remote() for _ in range(n)])
-        return n / (time.perf_counter() - start)
+        def run(n: int) -> float:
+            start = time.perf_counter()  # submitting is part of dispatch: timed
+            ray.get([noop.remote() for _ in range(n)])
+            return n / (time.perf_counter() - start)
+
+        yield run
     finally:
         ray.shutdown()
 
@@ -209,45 +224,21 @@ def scaling_rows(sizes: list[int]) -> tuple[list[list[str]], str]:
     return rows, "\n".join(out) + "\n\n" + markdown_table(scale, "load")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="Small runs, for a smoke test.")
-    ap.add_argument("--tasks", type=int, help="No-op tasks per throughput run.")
-    ap.add_argument("--reps", type=int, default=3, help="Interleaved repetitions (>= 3).")
-    ap.add_argument("--sim-instances", type=int, help="Simulated instances (default 1,000).")
-    ap.add_argument("--sim-tasks", type=int, help="Simulated tasks (default 10,000).")
-    ap.add_argument("--no-ray", action="store_true", help="Skip the Ray peer.")
-    ap.add_argument("--ab", action="store_true", help="Only the no-op runs, as `ab` lines.")
-    ap.add_argument(
-        "--stores", default=",".join(STORES),
-        help="With --ab: the rows to run, comma-separated (file, :memory:, memory).",
-    )  # fmt: skip
-    args = ap.parse_args()
-    n = args.tasks or (2_000 if args.quick else 5_000)
-    if args.ab:
-        chosen = [db.strip() for db in args.stores.split(",") if db.strip()]
-        unknown = sorted(set(chosen) - set(STORES))
-        if unknown or not chosen:
-            ap.error(f"--stores: unknown {', '.join(unknown) or '(none given)'}; "
-                     f"choose from {', '.join(STORES)}")  # fmt: skip
-        for db in chosen:
-            wall, cpu = asyncio.run(_throughput(n, db))
-            print(f"ab {db}-tasks/s {wall:.1f}\nab {db}-tasks/cpu-s {cpu:.1f}")
-        return
-    reps = max(3, args.reps)
-    sim_i = args.sim_instances or (500 if args.quick else 1_000)
-    sim_t = args.sim_tasks or (5_000 if args.quick else 10_000)
+def _throughput_rows(
+    n: int, reps: int, warmup: int, ray_run: Callable[[int], float] | str | None
+) -> tuple[list[list[str]], bool]:
+    """The no-op rows: every side warmed up alike, then interleaved, alternating."""
     rows: list[list[str]] = []
     rate, times = "{:,.0f}/s".format, "{:.2f}x".format
-    sides = [
+    sides: list[Callable[[], object]] = [
         lambda: asyncio.run(_throughput(n, "file")),
         lambda: asyncio.run(_throughput(n, ":memory:")),
         lambda: asyncio.run(_throughput(n, "memory")),
         lambda: asyncio_noop(n),
     ]
-    if not args.no_ray:
-        sides.append(lambda: ray_noop(n))
-    got = interleave(reps, sides)
+    if callable(ray_run):
+        sides.append(lambda: ray_run(n))
+    got: list[list[Any]] = interleave(reps, sides, warmup=warmup)
     sqlite, sqlmem, mem = ([r[0] for r in got[i]] for i in range(3))
     sqlite_cpu, sqlmem_cpu, mem_cpu = ([r[1] for r in got[i]] for i in range(3))
     aio = got[3]
@@ -263,10 +254,10 @@ def main() -> None:
         [f"peer in this process: asyncio no-op coroutines ({n:,})", spread(aio, rate), "-"],
         ["  MegaFlow in-memory / asyncio, pair by pair", spread(ratios(mem, aio), times), "-"],
     ]  # fmt: skip
-    if args.no_ray:
+    if ray_run is None:
         rows.append([f"peer across processes: Ray ({n:,})", "skipped (--no-ray)", "-"])
-    elif any(isinstance(r, str) for r in got[4]):
-        rows.append([f"peer across processes: Ray ({n:,})", str(got[4][0]), "-"])
+    elif isinstance(ray_run, str):
+        rows.append([f"peer across processes: Ray ({n:,})", ray_run, "-"])
     else:
         ray_rate = [float(r) for r in got[4]]
         rows += [
@@ -274,6 +265,42 @@ def main() -> None:
             ["  MegaFlow in-memory / Ray, pair by pair (not like for like)",
              spread(ratios(mem, ray_rate), times), "-"],
         ]  # fmt: skip
+    return rows, callable(ray_run)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="Small runs, for a smoke test.")
+    ap.add_argument("--tasks", type=int, help="No-op tasks per throughput run.")
+    ap.add_argument("--reps", type=int, default=3, help="Interleaved repetitions (>= 3).")
+    ap.add_argument("--sim-instances", type=int, help="Simulated instances (default 1,000).")
+    ap.add_argument("--sim-tasks", type=int, help="Simulated tasks (default 10,000).")
+    ap.add_argument("--no-ray", action="store_true", help="Skip the Ray peer.")
+    ap.add_argument("--warmup", type=int, default=1, help="Untimed runs of every side first.")
+    ap.add_argument("--ab", action="store_true", help="Only the no-op runs, as `ab` lines.")
+    ap.add_argument(
+        "--stores", default=",".join(STORES),
+        help="With --ab: the rows to run, comma-separated (file, :memory:, memory).",
+    )  # fmt: skip
+    add_rule_args(ap)
+    args = ap.parse_args()
+    n = args.tasks or (2_000 if args.quick else 5_000)
+    if args.ab:
+        chosen = [db.strip() for db in args.stores.split(",") if db.strip()]
+        unknown = sorted(set(chosen) - set(STORES))
+        if unknown or not chosen:
+            ap.error(f"--stores: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(STORES)}")  # fmt: skip
+        for db in chosen:
+            wall, cpu = asyncio.run(_throughput(n, db))
+            print(f"ab {db}-tasks/s {wall:.1f}\nab {db}-tasks/cpu-s {cpu:.1f}")
+        return
+    begin(args)
+    reps = max(3, args.reps)
+    with ray_session() if not args.no_ray else contextlib.nullcontext(None) as ray_run:
+        rows, got_ray = _throughput_rows(n, reps, args.warmup, ray_run)
+    sim_i = args.sim_instances or (500 if args.quick else 1_000)
+    sim_t = args.sim_tasks or (5_000 if args.quick else 10_000)
     med, p99, p99_cpu = decision_p99()
     rows += [
         ["decision, 10,000 queued over 1,000 instances: median (wall)", f"{med:,.0f} us", "-"],
@@ -289,10 +316,14 @@ def main() -> None:
     rows += scale_rows
     layout = queue_layout_study(100 if args.quick else 300, 3_000 if args.quick else 10_000,
                                 [0.5, 0.7, 0.8, 0.9])  # fmt: skip
+    n_sides = 5 if got_ray else 4
     notes = (
-        f"Throughput rows: median (min-max) of {reps} interleaved repetitions (SQLite file, "
-        "SQLite ':memory:', in-memory, asyncio, Ray, SQLite file, ...), ratios within each "
-        "repetition. The in-memory metadata store checks the same state machine and keeps "
+        f"Throughput rows: median (min-max) of {reps} interleaved repetitions after "
+        f"{args.warmup} untimed warm-up run(s) of every side (order: SQLite file, SQLite "
+        f"':memory:', in-memory, asyncio{', Ray' if got_ray else ''}: "
+        f"{order_text(n_sides)}), ratios within each repetition. Every side builds its "
+        "work (MegaFlow's task specs, asyncio's coroutines, Ray's session and workers) "
+        "outside the timer. The in-memory metadata store checks the same state machine and keeps "
         "no file; the queue and bus are in-process in every row. What differs: "
         "MegaFlow's no-op tasks run in this process through the task state machine and its "
         "store; the asyncio peer runs the same no-ops in this process with neither; each Ray "
@@ -306,7 +337,8 @@ def main() -> None:
     extra += ["### End-to-end time as load and fleet grow\n", scale_md]
     extra += ["### Shared vs per-type queues (priority policy)\n", markdown_table(layout, "mix")]
     report("scheduler", "MegaFlow control plane", ["figure", "measured", "target"], rows,
-           notes, load_before=LOAD_AT_START, extra_md="\n".join(extra))  # fmt: skip
+           notes, load_before=LOAD_AT_START, extra_md="\n".join(extra), args=args,
+           reps=reps, seeds=[0])  # fmt: skip
 
 
 if __name__ == "__main__":

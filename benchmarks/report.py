@@ -133,13 +133,13 @@ def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
     )
-    return done.stdout.strip() if done.returncode == 0 else ""
+    return done.stdout.rstrip() if done.returncode == 0 else ""
 
 
 def tree_state(repo: Path | None = None) -> Tree:
     """The checkout's commit, whether tracked files changed, and ``git diff --stat``."""
     where = repo or REPO
-    head = _git(where, "rev-parse", "HEAD")
+    head = _git(where, "rev-parse", "HEAD").strip()
     if not head:
         return Tree("unknown (not a git checkout)", False, "")
     dirty = bool(_git(where, "status", "--porcelain", "--untracked-files=no"))
