@@ -72,10 +72,11 @@ METRICS = (("avg_jct_s", "{:,.0f}"), ("p99_jct_s", "{:,.0f}"), ("max_wait_s", "{
 
 
 class KnownWorkFirst(PriorityPolicy):
-    """Least given work first (by task id), no aging: the references that know more."""
+    """Least given work first (by task id), no aging by default: the references that
+    know more."""
 
-    def __init__(self, work: dict[str, float], **options: Any) -> None:
-        super().__init__(aging_per_s=0.0, **options)
+    def __init__(self, work: dict[str, float], aging_per_s: float = 0.0, **options: Any) -> None:
+        super().__init__(aging_per_s=aging_per_s, **options)
         self.work = work
 
     def base_priority(self, spec: TaskSpec) -> float:
