@@ -24,6 +24,7 @@ from megaflow.core.events import Event
 from megaflow.core.lifecycle import Lifecycle
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
+from megaflow.storage.lease import Lease
 
 
 class Transition(NamedTuple):
@@ -124,6 +125,22 @@ class MetadataStore(Lifecycle, abc.ABC):
 
     @abc.abstractmethod
     async def list_results(self, run_id: str) -> list[TaskResult]: ...
+
+    # -- the driver lease (megaflow.storage.lease) ---------------------------------
+    @abc.abstractmethod
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        """Take the driver lease of ``run_id`` for ``owner`` until ``ttl_s`` from now,
+        in one atomic write: when no lease is held, the last one has ended, or ``owner``
+        holds it (a renewal). Otherwise raise ``AlreadyExists`` naming the holder
+        (:func:`~megaflow.storage.lease.held_by`)."""
+
+    @abc.abstractmethod
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        """End the lease of ``run_id`` if ``owner`` holds it; otherwise do nothing."""
+
+    @abc.abstractmethod
+    async def get_lease(self, run_id: str) -> Lease | None:
+        """The lease of ``run_id`` as stored (ended or not); None when there is none."""
 
 
 @dataclass(order=True, slots=True)

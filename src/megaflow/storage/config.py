@@ -298,6 +298,14 @@ class OutageConfig(_Cfg):
         description="New tasks wait (and the run says so) while a local state or artifact "
         "folder has less free space than this; 0 never waits.",
     )
+    lease_ttl_s: float = Field(
+        30.0,
+        gt=0,
+        description="The driver lease of a run (one driver per run, on every metadata "
+        "store): renewed every third of this; a driver that died leaves the run to "
+        "`--resume` after at most this long. Hosts driving one run must agree on the time "
+        "to well within it.",
+    )
 
 
 class StorageConfig(_Cfg):

@@ -24,6 +24,7 @@ from megaflow.core.errors import AlreadyExists, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
+from megaflow.storage.lease import Lease, held_by
 from megaflow.storage.transition_plan import plan_transitions
 
 
@@ -59,6 +60,7 @@ class MemoryDatabase:
     attempts: dict[str, dict[int, Attempt]] = field(default_factory=dict)
     results: dict[str, TaskResult] = field(default_factory=dict)
     seq: int = 0
+    leases: dict[str, Lease] = field(default_factory=dict)
 
 
 class MemoryMetadataStore(MetadataStore):
@@ -206,3 +208,21 @@ class MemoryMetadataStore(MetadataStore):
         mine = [r for t, r in db.results.items() if rows[t].spec.run_id == run_id]
         mine.sort(key=lambda r: rows[r.task_id].seq)
         return [r.model_copy(deep=True) for r in mine]
+
+    # -- the driver lease ----------------------------------------------------------
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        leases, now = self._data().leases, time.time()
+        held = leases.get(run_id)
+        if held is not None and held.owner != owner and held.expires_at >= now:
+            raise held_by(held, now)
+        leases[run_id] = lease = Lease(run_id, owner, now + ttl_s)
+        return lease
+
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        leases = self._data().leases
+        held = leases.get(run_id)
+        if held is not None and held.owner == owner:
+            del leases[run_id]
+
+    async def get_lease(self, run_id: str) -> Lease | None:
+        return self._data().leases.get(run_id)

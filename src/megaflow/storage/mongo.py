@@ -36,6 +36,7 @@ from megaflow.core.errors import AlreadyExists, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
+from megaflow.storage.lease import Lease, held_by
 from megaflow.storage.mongo_batch import Doc, Session, apply_transitions
 from megaflow.storage.mongo_schema import prepare
 
@@ -297,3 +298,30 @@ class MongoMetadataStore(MetadataStore):
     async def list_results(self, run_id: str) -> list[TaskResult]:
         cursor = self._coll("results").find({"run_id": run_id}, sort=[("seq", ASCENDING)])
         return [TaskResult.model_validate_json(d["body"]) async for d in cursor]
+
+    # -- the driver lease: a conditional upsert -------------------------------------
+    @_storage_errors
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        now = time.time()
+        mine = {"$or": [{"owner": owner}, {"expires_at": {"$lt": now}}]}
+        try:  # a lease held by another matches nothing: the upsert's insert hits its _id
+            await self._coll("leases").update_one(
+                {"_id": run_id, **mine},
+                {"$set": {"owner": owner, "expires_at": now + ttl_s}},
+                upsert=True,
+            )
+        except DuplicateKeyError:
+            raise held_by(await self.get_lease(run_id) or Lease(run_id, "?", now), now) from None
+        lease = await self.get_lease(run_id)
+        if lease is None or lease.owner != owner:  # taken over between the two calls
+            raise held_by(lease or Lease(run_id, "?", now), now)
+        return lease
+
+    @_storage_errors
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        await self._coll("leases").delete_one({"_id": run_id, "owner": owner})
+
+    @_storage_errors
+    async def get_lease(self, run_id: str) -> Lease | None:
+        doc = await self._coll("leases").find_one({"_id": run_id})
+        return None if doc is None else Lease(run_id, doc["owner"], float(doc["expires_at"]))

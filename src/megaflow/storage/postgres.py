@@ -29,6 +29,7 @@ from megaflow.core.errors import AlreadyExists, NotFound, StorageError
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
+from megaflow.storage.lease import Lease, held_by
 from megaflow.storage.postgres_schema import current_version, migrate
 from megaflow.storage.sql_rows import TASK_COLS, task_record
 from megaflow.storage.transition_plan import plan_transitions
@@ -282,6 +283,32 @@ class PostgresMetadataStore(MetadataStore):
             (run_id,),
         )
         return [TaskResult.model_validate_json(r[0]) for r in rows]
+
+    # -- the driver lease: one INSERT ... ON CONFLICT ... WHERE ---------------------
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        now = time.time()
+        took = await self._fetchall(
+            "INSERT INTO leases (run_id, owner, expires_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, "
+            "expires_at = EXCLUDED.expires_at WHERE leases.owner = EXCLUDED.owner "
+            "OR leases.expires_at < %s RETURNING expires_at",
+            (run_id, owner, now + ttl_s, now),
+        )
+        if took:
+            return Lease(run_id, owner, float(took[0][0]))
+        raise held_by(await self.get_lease(run_id) or Lease(run_id, "?", now), now)
+
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "DELETE FROM leases WHERE run_id = %s AND owner = %s", (run_id, owner)
+            )
+
+    async def get_lease(self, run_id: str) -> Lease | None:
+        rows = await self._fetchall(
+            "SELECT owner, expires_at FROM leases WHERE run_id = %s", (run_id,)
+        )
+        return Lease(run_id, rows[0][0], float(rows[0][1])) if rows else None
 
 
 def _redact(dsn: str) -> str:

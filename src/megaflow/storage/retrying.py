@@ -39,6 +39,7 @@ from megaflow.storage.abstract import (
     TaskQueue,
     Transition,
 )
+from megaflow.storage.lease import Lease
 from megaflow.storage.outage import Outage
 from megaflow.storage.spool import Spool
 
@@ -196,6 +197,28 @@ class RetryingMetadataStore(MetadataStore):
     async def list_results(self, run_id: str) -> list[TaskResult]:
         return await self.outage.call(
             f"list the results of {run_id}", lambda: self.inner.list_results(run_id)
+        )
+
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        async def settled(exc: Exception) -> Lease | None:
+            held = await self.inner.get_lease(run_id)  # refused after a lost reply: ours
+            return held if isinstance(exc, AlreadyExists) and held and held.owner == owner else None
+
+        return await self.outage.call(
+            f"claim the driver lease of {run_id}",
+            lambda: self.inner.claim_lease(run_id, owner, ttl_s),
+            settled,
+        )
+
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        await self.outage.call(
+            f"release the driver lease of {run_id}",
+            lambda: _none(self.inner.release_lease(run_id, owner)),
+        )
+
+    async def get_lease(self, run_id: str) -> Lease | None:
+        return await self.outage.call(
+            f"read the driver lease of {run_id}", lambda: self.inner.get_lease(run_id)
         )
 
 

@@ -21,6 +21,7 @@ from megaflow.core.errors import AlreadyExists, InvalidTransition, NotFound, Sto
 from megaflow.core.states import TRANSITIONS, TaskState, check_transition
 from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, TaskSpec
 from megaflow.storage.abstract import MetadataStore, Transition, submission_ids
+from megaflow.storage.lease import Lease, held_by
 from megaflow.storage.private import private_file, tighten
 from megaflow.storage.sql_rows import TASK_COLS, task_record
 from megaflow.storage.sqlite_schema import migrate
@@ -302,3 +303,27 @@ class SqliteMetadataStore(MetadataStore):
             (run_id,),
         ).fetchall()
         return [TaskResult.model_validate_json(r[0]) for r in rows]
+
+    # -- the driver lease: one conditional upsert -----------------------------------
+    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        now = time.time()
+        took = self.conn.execute(
+            "INSERT INTO leases (run_id, owner, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
+            "expires_at = excluded.expires_at WHERE leases.owner = excluded.owner "
+            "OR leases.expires_at < ?",
+            (run_id, owner, now + ttl_s, now),
+        ).rowcount
+        lease = await self.get_lease(run_id)
+        if lease is None or not took:
+            raise held_by(lease or Lease(run_id, "?", now), now)
+        return lease
+
+    async def release_lease(self, run_id: str, owner: str) -> None:
+        self.conn.execute("DELETE FROM leases WHERE run_id = ? AND owner = ?", (run_id, owner))
+
+    async def get_lease(self, run_id: str) -> Lease | None:
+        row = self.conn.execute(
+            "SELECT owner, expires_at FROM leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row is None else Lease(run_id, row[0], row[1])

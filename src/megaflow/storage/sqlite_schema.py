@@ -52,6 +52,14 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_state_seq ON tasks(state, seq);
     CREATE INDEX results_run ON results(run_id);
     """,
+    # 3: the driver lease of each run (megaflow.storage.lease)
+    """
+    CREATE TABLE leases (
+        run_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
