@@ -44,8 +44,8 @@ def _run_id(output: str) -> str:
     return line.split()[1].rstrip(":")
 
 
-def _summary(db: Path, run_id: str) -> tuple[float, int, int, int]:
-    async def go() -> tuple[float, int, int, int]:
+def _summary(db: Path, run_id: str) -> tuple[float | None, int, int, int]:
+    async def go() -> tuple[float | None, int, int, int]:
         async with SqliteMetadataStore(str(db)) as store:
             a = await summarize_arm(store, run_id, "main", 1)
         return a.task_p50_s, a.metrics.errors, a.ungraded, a.metrics.samples
@@ -61,6 +61,7 @@ def test_a_run_where_every_sample_errored_exits_1_with_real_times(tmp_path: Path
     run_id = _run_id(res.output)
     p50, errors, masked, graded = _summary(tmp_path / "m.db", run_id)
     assert (errors, masked, graded) == (2, 0, 2)  # graded samples with reward 0, not lost
+    assert p50 is not None
     assert p50 > 0.0
     rows = json.loads(
         runner.invoke(app, ["results", run_id, "--json", "--db", str(tmp_path / "m.db")]).stdout
@@ -92,6 +93,7 @@ def test_an_infra_failure_past_its_retries_is_masked_and_exits_1(tmp_path: Path)
     run_id = _run_id(res.output)
     p50, errors, masked, graded = _summary(tmp_path / "m.db", run_id)
     assert (errors, masked, graded) == (1, 1, 0)
+    assert p50 is not None
     assert p50 > 0.0  # the attempts' real time, not a 0
     (row,) = json.loads(
         runner.invoke(app, ["results", run_id, "--json", "--db", str(tmp_path / "m.db")]).stdout

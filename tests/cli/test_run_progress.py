@@ -40,7 +40,8 @@ def test_the_bar_ends_at_100_and_a_resume_counts_its_own_tasks(tmp_path: Path) -
     run_id = _run_id(res.output)
     db = tmp_path / "m.db"
     asyncio.run(_add_task(db, run_id))
-    again = runner.invoke(app, ["run", "--resume", run_id, "--db", str(db)])
+    # the resume takes the run by a unique prefix, as `status` prints it
+    again = runner.invoke(app, ["run", "--resume", run_id[:-3], "--db", str(db)])
     assert "Traceback" not in again.output
     resumed = _bar(again.output)
     assert "1/1 done" in resumed  # the task it had left to run

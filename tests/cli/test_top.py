@@ -1,6 +1,7 @@
 import asyncio
 from pathlib import Path
 
+import pytest
 from rich.table import Table
 from typer.testing import CliRunner
 
@@ -16,7 +17,7 @@ async def test_frames_show_counts_and_rates(tmp_path: Path) -> None:
     async with SqliteMetadataStore(tmp_path / "m.db") as store:
         await store.create_run(RunSpec(id="r"))
         await store.add_tasks([TaskSpec(id=f"r/{i}", run_id="r") for i in range(6)])
-        view = TopView(store, runs=5)
+        view = TopView(store, runs=5, width=120)
         await view.frame()
         chain = [S.SCHEDULED, S.STARTING, S.RUNNING, S.GRADING, S.SUCCEEDED]
         await store.transition_many([Transition(f"r/{i}", s) for i in range(3) for s in chain])
@@ -66,3 +67,25 @@ def test_top_prints_a_plain_snapshot_into_a_pipe(tmp_path: Path) -> None:
     assert "megaflow top" in res.output
     assert res.output.count("megaflow top") == 1
     assert "\x1b[" not in res.output  # plain text, no cursor movement
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_top_fits_the_terminal_and_keeps_run_ids_whole(tmp_path: Path, columns: int) -> None:
+    ids = ["quickstart-20261201-071930-08c4", "quickstart-20261201-071931-77ab"]
+
+    async def seed() -> None:
+        async with SqliteMetadataStore(tmp_path / "m.db") as store:
+            for rid in ids:
+                await store.create_run(RunSpec(id=rid))
+                await store.add_tasks([TaskSpec(id=f"{rid}/t{i}/0", run_id=rid) for i in range(3)])
+
+    asyncio.run(seed())
+    res = CliRunner().invoke(
+        app, ["top", "--once", "--db", str(tmp_path / "m.db")], env={"COLUMNS": str(columns)}
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= columns for line in lines), res.output
+    for short in ("quickstart-20261201-071930 ", "quickstart-20261201-071931 "):
+        assert sum(short in line for line in lines) == 1, res.output
+    assert "…" not in res.output

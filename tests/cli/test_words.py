@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from megaflow.app.job import Job
-from megaflow.app.summary import JobSummary, summarize_arm
+from megaflow.app.summary import ArmSummary, JobSummary, summarize_arm
 from megaflow.cli import run_cmd
 from megaflow.cli.common import console
 from megaflow.cli.main import app
@@ -49,12 +49,14 @@ def test_an_arm_with_nothing_graded_shows_dashes_and_no_throughput(tmp_path: Pat
     db = str(tmp_path / "m.db")
     asyncio.run(_cancelled_arm(db))
 
-    async def arm() -> object:
+    async def arm() -> ArmSummary:
         async with SqliteMetadataStore(db) as s:
             return await summarize_arm(s, RUN, "control", 1)
 
     a = asyncio.run(arm())
-    assert a.resolved_share is None and a.task_p50_s is None and a.start_p50_s is None
+    assert a.resolved_share is None
+    assert a.task_p50_s is None
+    assert a.start_p50_s is None
     assert (a.graded, a.ungraded, a.cancelled) == (0, 4, 4)
     summary = JobSummary(arms=[a], wall_s=2.0)
     assert (summary.ran, summary.throughput) == (0, 0.0)  # cancelled tasks are no work done
@@ -62,11 +64,13 @@ def test_an_arm_with_nothing_graded_shows_dashes_and_no_throughput(tmp_path: Pat
     with console.capture() as cap:
         run_cmd._print(job, summary)
     out = re.sub("[│┃]", " ", cap.get())
-    assert "0.0%" not in out and "0.00 / 0.00 s" not in out
+    assert "0.0%" not in out
+    assert "0.00 / 0.00 s" not in out
     assert re.search(r"resolved share\s+-", out)
     assert re.search(r"graded\s+0/4", out)
     assert re.search(r"cancelled\s+4", out)
-    assert "no throughput" in out and "4 cancelled, not counted" in out
+    assert "no throughput" in out
+    assert "4 cancelled, not counted" in out
 
 
 def test_results_say_ungraded_and_masked_is_left_for_training(tmp_path: Path) -> None:
@@ -74,6 +78,8 @@ def test_results_say_ungraded_and_masked_is_left_for_training(tmp_path: Path) ->
     run_id = _run_id(res.output)
     out = runner.invoke(app, ["results", run_id, "--db", str(tmp_path / "m.db"), "--json"])
     rows = json.loads(out.output)
-    assert rows and all("ungraded" in r and "masked" not in r for r in rows)
+    assert rows
+    assert all("ungraded" in r and "masked" not in r for r in rows)
     table = runner.invoke(app, ["results", run_id, "--db", str(tmp_path / "m.db")])
-    assert "ungraded" in table.output and "masked" not in table.output
+    assert "ungraded" in table.output
+    assert "masked" not in table.output

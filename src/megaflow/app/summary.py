@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
+from megaflow.app.assembly import task_type
 from megaflow.config.models import RunConfig
 from megaflow.core.outcomes import outcome, outcome_order, ungraded
 from megaflow.core.states import TaskState
@@ -110,6 +111,18 @@ async def outcome_counts(store: MetadataStore, run_id: str) -> dict[str, int]:
         key = outcome(rec.state, results.get(rec.id))
         counts[key] = counts.get(key, 0) + 1
     return {k: counts[k] for k in sorted(counts, key=outcome_order)}
+
+
+async def outcome_counts_by_type(store: MetadataStore, run_id: str) -> dict[str, dict[str, int]]:
+    """:func:`outcome_counts` for each task type of the run (train and held-out ``eval``
+    apart), types in name order."""
+    results = {r.task_id: r for r in await store.list_results(run_id)}
+    by_type: dict[str, dict[str, int]] = {}
+    for rec in await store.list_tasks(run_id):
+        counts = by_type.setdefault(task_type(rec.spec)[0].value, {})
+        key = outcome(rec.state, results.get(rec.id))
+        counts[key] = counts.get(key, 0) + 1
+    return {t: {k: c[k] for k in sorted(c, key=outcome_order)} for t, c in sorted(by_type.items())}
 
 
 def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:

@@ -30,6 +30,7 @@ from megaflow.cli.common import (
     metadata_config,
     with_store,
 )
+from megaflow.cli.ids import resolve_run, resolve_task
 from megaflow.cli.run_lock import Liveness, liveness, lock_path
 from megaflow.core.errors import NotFound
 from megaflow.core.states import TaskState
@@ -40,17 +41,17 @@ _CTRL_C = "an embedded run is cancelled with Ctrl-C in its own process"
 
 
 async def _targets(store: MetadataStore, ident: str) -> tuple[str, str | None, list[TaskRecord]]:
-    """(run id, task id or None, the tasks concerned) for a run id or a task id."""
+    """(run id, task id or None, the tasks concerned) for a run id or a task id, each
+    whole or as :mod:`megaflow.cli.ids` takes it (a run prefix, a relative task id)."""
+    if "/" not in ident:
+        run_id = await resolve_run(store, ident)
+        return run_id, None, await store.list_tasks(run_id)
     try:
-        await store.get_run(ident)
-        return ident, None, await store.list_tasks(ident)
-    except NotFound:
-        pass
-    try:
-        rec = await store.get_task(ident)
+        task_id = await resolve_task(store, ident)
     except NotFound:
         raise NotFound(f"no run or task {ident!r} in the metadata store") from None
-    return rec.spec.run_id, ident, [rec]
+    rec = await store.get_task(task_id)
+    return rec.spec.run_id, task_id, [rec]
 
 
 async def _record_cancelled(store: MetadataStore, tasks: list[TaskRecord], why: str) -> None:

@@ -1,4 +1,4 @@
-"""``megaflow status | results | export``: look at runs in the metadata store
+"""``megaflow results | export``: look at runs in the metadata store
 (``--db`` a SQLite file, or ``--config`` a run or cluster config naming any store).
 
 Each result row names the sample's type (as its attempt ran it), its group
@@ -23,7 +23,6 @@ import typer
 from rich.table import Table
 
 from megaflow.app.assembly import task_type
-from megaflow.app.summary import outcome_counts
 from megaflow.app.training_data import StoredSample, load_samples
 from megaflow.app.training_export import Format, write_training
 from megaflow.cli.common import (
@@ -35,7 +34,8 @@ from megaflow.cli.common import (
     storage_of,
     with_store,
 )
-from megaflow.cli.tables import id_width, outcome_table, relative_id
+from megaflow.cli.ids import resolve_run
+from megaflow.cli.tables import id_width, relative_id
 from megaflow.core.errors import MegaFlowError
 from megaflow.core.outcomes import outcome, ungraded
 from megaflow.core.tasks import group_id
@@ -43,34 +43,9 @@ from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import ArtifactsConfig, LocalArtifactsConfig
 
 
-def status(
-    run_id: str | None = typer.Argument(None, help="A run id; all runs when omitted."),
-    db: str = DbOption,
-    config: Path | None = ConfigOption,
-    cluster: str | None = typer.Option(
-        None, "--cluster", help="Ask a running cluster's scheduler (host:port) instead of --db."
-    ),
-) -> None:
-    """Tasks by state, for one run or for every run."""
-    if cluster is not None:
-        from megaflow.cli import serve_cmd
-
-        serve_cmd.cluster_status(cluster, run_id, cluster_config=config)
-        return
-
-    async def go(store: MetadataStore) -> list[tuple[str, str, dict[str, int]]]:
-        runs = [await store.get_run(run_id)] if run_id else await store.list_runs()
-        return [(r.id, r.name, await outcome_counts(store, r.id)) for r in runs]
-
-    rows = with_store(db, go, config)
-    if not rows:
-        console.print("no runs yet")
-        return
-    console.print(outcome_table("runs: tasks by outcome", rows, console.width))
-
-
-async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
-    await store.get_run(run_id)  # NotFound for an unknown run
+async def _rows(store: MetadataStore, given: str) -> tuple[str, list[dict[str, Any]]]:
+    """The run ``given`` names (a whole id or a unique prefix), and its rows."""
+    run_id = await resolve_run(store, given)
     results = {r.task_id: r for r in await store.list_results(run_id)}
     out = []
     for rec in await store.list_tasks(run_id):
@@ -98,17 +73,17 @@ async def _rows(store: MetadataStore, run_id: str) -> list[dict[str, Any]]:
                 "payload": rec.spec.payload,
             }
         )
-    return out
+    return run_id, out
 
 
 def results(
-    run_id: str = typer.Argument(..., help="A run id."),
+    run_id: str = typer.Argument(..., help="A run id or a unique prefix of one."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     db: str = DbOption,
     config: Path | None = ConfigOption,
 ) -> None:
     """Per-task results of a run."""
-    rows = with_store(db, lambda s: _rows(s, run_id), config)
+    run_id, rows = with_store(db, lambda s: _rows(s, run_id), config)
     if as_json:
         for row in rows:
             row.pop("payload")
@@ -240,7 +215,7 @@ def export(
         kind: Format = "jsonl" if fmt == "jsonl" else "parquet"
         _export_training(run_id, kind, out, db, config, artifacts)
         return
-    rows = with_store(db, lambda s: _rows(s, run_id), config)
+    _, rows = with_store(db, lambda s: _rows(s, run_id), config)
     _written(lambda path: _write_rows(rows, path, fmt), out, fmt)
     err_console.print(f"wrote {len(rows)} rows to {out or 'stdout'}")
 

@@ -21,6 +21,7 @@ import typer
 from rich.table import Table
 
 from megaflow.cli.common import ConfigOption, DbOption, console, fail, storage_of, with_store
+from megaflow.cli.ids import resolve_task
 from megaflow.core.errors import MegaFlowError, NotFound
 from megaflow.core.tasks import Attempt, TaskRecord, TaskResult
 from megaflow.core.trajectory import Action, ModelCall, Observation, Trajectory
@@ -161,7 +162,15 @@ async def _follow(store: MetadataStore, task_id: str, interval: float) -> None:
 
 
 def logs(
-    task_id: str = typer.Argument(..., metavar="TASK", help="A task id (<run>/<task>/<n>)."),
+    task_id: str = typer.Argument(
+        ...,
+        metavar="TASK",
+        help="A task id: <run>/<task>/<n>, a run prefix with <task>/<n>, or <task>/<n> as "
+        "`results` prints it (with --run when several runs have it).",
+    ),
+    run: str | None = typer.Option(
+        None, "--run", help="The run (id or unique prefix) a relative TASK id is in."
+    ),
     follow: bool = typer.Option(False, "--follow", "-f", help="Poll until the task ends."),
     interval: float = typer.Option(1.0, "--interval", min=0.05, help="Seconds between polls."),
     artifacts: str = typer.Option(
@@ -182,9 +191,10 @@ def logs(
         where = f"no artifact store at {art_cfg.root}: pass --artifacts DIR or --config FILE"
 
     async def go(store: MetadataStore) -> None:
+        whole = await resolve_task(store, task_id, run)
         if follow:
-            await _follow(store, task_id, interval)
-        await _show(store, where, task_id)
+            await _follow(store, whole, interval)
+        await _show(store, where, whole)
 
     try:
         with_store(db, go, config)

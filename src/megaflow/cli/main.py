@@ -18,6 +18,7 @@ from megaflow.cli import (
     sandbox_cmd,
     serve_cmd,
     sim_cmd,
+    status_cmd,
     tasks_cmd,
     top_cmd,
     train_group,
@@ -37,7 +38,7 @@ app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("run")(run_cmd.run)
 train_group.register(app)  # train (run, plan, diagnose) and the plan alias
-app.command("status")(inspect_cmd.status)
+app.command("status")(status_cmd.status)
 app.command("results")(inspect_cmd.results)
 app.command("export")(inspect_cmd.export)
 app.command("cancel")(cancel_cmd.cancel)

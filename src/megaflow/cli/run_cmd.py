@@ -22,12 +22,14 @@ from megaflow.app.gc_tuning import tuned_gc
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
+from megaflow.cli.ids import resolve_run
 from megaflow.cli.preflight import model_problems
 from megaflow.cli.run_lock import hold, lock_path
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
 from megaflow.core.errors import AlreadyExists, ConfigError, InvalidInput, MegaFlowError
 from megaflow.core.states import ACTIVE_STATES, TaskState
+from megaflow.storage.abstract import MetadataStore
 
 _REFRESH_S = 0.25
 
@@ -190,14 +192,22 @@ def _print(job: Job, s: JobSummary) -> None:
     )
 
 
-def _load_for_resume(run_id: str, db: str, config: Path | None) -> RunConfig:
-    """The config stored with the run, from the store ``--config`` (or ``--db``) names."""
-    return with_store(db, lambda store: stored_config(store, run_id), config, "")
+def _load_for_resume(given: str, db: str, config: Path | None) -> tuple[str, RunConfig]:
+    """The run ``given`` names (a whole id or a unique prefix) and the config stored with
+    it, from the store ``--config`` (or ``--db``) names."""
+
+    async def go(store: MetadataStore) -> tuple[str, RunConfig]:
+        run_id = await resolve_run(store, given)
+        return run_id, await stored_config(store, run_id)
+
+    return with_store(db, go, config, "")
 
 
 def run(
     config: Path | None = typer.Argument(None, help="A run config (YAML)."),
-    resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted run."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Finish an interrupted run (its id or a unique prefix)."
+    ),
     db: str = typer.Option(DEFAULT_DB, "--db", help="Metadata database, for --resume."),
     store_config: Path | None = typer.Option(
         None,
@@ -219,7 +229,7 @@ def run(
         fail("give either a CONFIG file or --resume RUN_ID")
     try:
         if resume is not None:
-            cfg = _load_for_resume(resume, db, store_config)
+            resume, cfg = _load_for_resume(resume, db, store_config)
             job = Job(cfg, run_id=resume.removesuffix("-control"))
         else:
             assert config is not None

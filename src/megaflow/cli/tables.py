@@ -33,11 +33,16 @@ def id_width(ids: Iterable[str], width: int, others: Sequence[int]) -> int:
     return max(MIN_ID_WIDTH, min(max((len(i) for i in ids), default=0), room))
 
 
+def outcome_columns(counts: Iterable[dict[str, int]]) -> list[str]:
+    """The outcomes that occur in any of ``counts``, in :data:`OUTCOMES` order."""
+    seen = {k for c in counts for k, n in c.items() if n}
+    return [k for k in OUTCOMES if k in seen] + sorted(seen - set(OUTCOMES))
+
+
 def outcome_table(title: str, rows: Sequence[tuple[str, str, dict[str, int]]], width: int) -> Table:
     """One row per run (id, tasks by outcome); a column for each outcome that occurs,
     and the run's name where its id does not start with it."""
-    seen = {k for _, _, counts in rows for k, n in counts.items() if n}
-    shown = [k for k in OUTCOMES if k in seen] + sorted(seen - set(OUTCOMES))
+    shown = outcome_columns(counts for _, _, counts in rows)
     names = any(name and not rid.startswith(name) for rid, name, _ in rows)
     table = Table(title=title)
     others = [len(k) for k in (*shown, "total")] + ([12] if names else [])

@@ -1,0 +1,129 @@
+"""``megaflow status [RUN]``: tasks by outcome, one row per run (per type in a run
+that has several, so a train run's held-out ``eval`` samples stay apart from its
+``train`` samples), run ids shortened to a unique prefix.
+
+An embedded run whose driving process died (its run lock is free,
+:mod:`megaflow.cli.run_lock`) while tasks were unfinished is marked *driver
+gone*: those tasks stay "starting" or "grading" in the store until `megaflow
+run --resume` takes them up, and nothing else will move them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from megaflow.app.summary import outcome_counts_by_type
+from megaflow.cli.common import ConfigOption, DbOption, console, metadata_config, with_store
+from megaflow.cli.ids import resolve_run, short_ids
+from megaflow.cli.run_lock import Liveness, liveness, lock_path
+from megaflow.cli.tables import outcome_columns
+from megaflow.core.states import TaskState
+from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.config import MetadataConfig
+
+_UNFINISHED = {s.value for s in TaskState if not s.terminal}
+
+
+@dataclass
+class RunRow:
+    run_id: str
+    kind: str
+    """The task type of the row; empty when the run has one type."""
+    counts: dict[str, int]
+    driver: str = ""
+
+
+def driver_state(meta: MetadataConfig, run_id: str, unfinished: int) -> str:
+    """``gone`` when the run's driver died with tasks unfinished, ``alive`` when it runs,
+    empty when nothing is unfinished or when the store cannot tell (a server store)."""
+    if not unfinished:
+        return ""
+    live = liveness(lock_path(meta, run_id.removesuffix("-control")))  # the job's lock
+    return {Liveness.ALIVE: "alive", Liveness.GONE: "gone"}.get(live, "")
+
+
+async def status_rows(
+    store: MetadataStore, meta: MetadataConfig, run_id: str | None
+) -> list[RunRow]:
+    if run_id:
+        runs = [await store.get_run(await resolve_run(store, run_id))]
+    else:
+        runs = await store.list_runs()
+    rows: list[RunRow] = []
+    for r in runs:
+        by_type = await outcome_counts_by_type(store, r.id)
+        unfinished = sum(n for c in by_type.values() for k, n in c.items() if k in _UNFINISHED)
+        driver = driver_state(meta, r.id, unfinished)
+        several = len(by_type) > 1
+        for kind, counts in by_type.items() or [("", {})]:
+            rows.append(RunRow(r.id, kind if several else "", counts, driver))
+    return rows
+
+
+def status_table(rows: list[RunRow], among: list[str]) -> Table:
+    """Runs by outcome: the run by its unique prefix (never wrapped), a type column when
+    a run has several, a driver column when one is known."""
+    short = short_ids({r.run_id for r in rows}, among)
+    table = Table(title="runs: tasks by outcome")
+    table.add_column("run", no_wrap=True)
+    kinds = any(r.kind for r in rows)
+    drivers = any(r.driver for r in rows)
+    if kinds:
+        table.add_column("type", no_wrap=True)
+    shown = outcome_columns([r.counts for r in rows])
+    for key in shown:
+        table.add_column(key, justify="right")
+    table.add_column("total", justify="right")
+    if drivers:
+        table.add_column("driver", no_wrap=True)
+    for r in rows:
+        cells = [str(r.counts.get(k, 0)) for k in shown]
+        driver = "[bold red]gone[/]" if r.driver == "gone" else r.driver
+        table.add_row(
+            short[r.run_id],
+            *([r.kind] if kinds else []),
+            *cells,
+            str(sum(r.counts.values())),
+            *([driver] if drivers else []),
+        )
+    return table
+
+
+def status(
+    run_id: str | None = typer.Argument(
+        None, help="A run id or a unique prefix of one; all runs when omitted."
+    ),
+    db: str = DbOption,
+    config: Path | None = ConfigOption,
+    cluster: str | None = typer.Option(
+        None, "--cluster", help="Ask a running cluster's scheduler (host:port) instead of --db."
+    ),
+) -> None:
+    """Tasks by outcome, for one run or for every run; whether each run's process lives."""
+    if cluster is not None:
+        from megaflow.cli import serve_cmd
+
+        serve_cmd.cluster_status(cluster, run_id, cluster_config=config)
+        return
+    meta = metadata_config(db, config)
+
+    async def go(store: MetadataStore) -> tuple[list[RunRow], list[str]]:
+        rows = await status_rows(store, meta, run_id)
+        return rows, [r.id for r in await store.list_runs()]
+
+    rows, among = with_store(db, go, config)
+    if not rows:
+        console.print("no runs yet")
+        return
+    console.print(status_table(rows, among))
+    gone = sorted({r.run_id for r in rows if r.driver == "gone"})
+    for rid in gone:
+        console.print(
+            f"driver gone: the process of {rid} ended with tasks unfinished; they will not "
+            f"move until `megaflow run --resume {rid.removesuffix('-control')}`",
+            highlight=False,
+        )
