@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import sandbox_probes
 from ab import ratios
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
@@ -227,6 +228,9 @@ async def same_command(
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.mode != "table":
+        await sandbox_probes.run_mode(args.mode, args.n, args.image)
+        return
     q = args.quick
     n_cold, n_warm, n_exec, n_peer = (12, 50, 100, 3) if q else (60, 300, 500, 10)
     live = args.live or (20 if q else 100)
@@ -291,4 +295,17 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run for a smoke test")
     parser.add_argument("--live", type=int, default=0, help="live sandboxes to reach")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument(
+        "--mode", choices=["table", "mounts", "cgroups", "density"], default="table",
+        help="table: the latency table; mounts: mount-family syscalls per start (strace -c -f); "
+        "cgroups: memory cgroups left in the kernel after --n starts; density: host memory "
+        "per idle and busy sandbox at --n live",
+    )  # fmt: skip
+    parser.add_argument("--n", type=int, default=0, help="sandboxes for --mode (default "
+                        "20 for mounts, 256 for cgroups, 1,024 for density)")  # fmt: skip
+    parser.add_argument("--image", choices=["host", "busybox"], default="host")
+    parsed = parser.parse_args()
+    if parsed.n < 0:
+        parser.error("--n must be positive")
+    parsed.n = parsed.n or {"mounts": 20, "cgroups": 256, "density": 1024}.get(parsed.mode, 0)
+    asyncio.run(main(parsed))

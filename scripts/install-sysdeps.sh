@@ -42,6 +42,7 @@ NEEDED=(
   "openssl:openssl"                       # tests: self-signed TLS certificates
   "chromium:chromium"                     # tests: the dashboard in a real browser (Playwright)
   "ldd:libc-bin"                          # tests: the libraries of git, copied into test images
+  "strace:strace"                         # benchmarks: mount calls per sandbox start
 )
 
 have() {

@@ -182,6 +182,7 @@ class LaunchPlan:
     host_paths: list[tuple[Path, Path]] = field(default_factory=list)  # (path, source)
     fds: dict[str, int] = field(default_factory=dict)  # info, block, seccomp
     max_frame: int = 64 << 20
+    view: Path | None = None  # the image's prepared read-only root (view.py), if any
 
 
 def _covered(path: Path, roots: list[Path]) -> bool:
@@ -269,6 +270,12 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
     args += ["--clearenv"]
     for key, value in server.env.items():
         args += ["--setenv", key, value]
+    if plan.view is not None:  # one bind of a tree made once; /run is in it, read-only
+        args += ["--ro-bind", str(plan.view), "/", "--proc", "/proc", "--dev", "/dev"]
+        args += ["--bind", str(plan.rw_dir / "tmp"), "/tmp"]
+        args += ["--bind", str(plan.rw_dir / "home"), "/root"]
+        args += ["--bind", str(plan.rw_dir / "ws"), plan.workdir]
+        return [*args, "--chdir", plan.workdir, *server.argv]
     binds = plan.root_binds if plan.root_binds is not None else root_binds(plan)
     args += binds
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/run"]
@@ -279,6 +286,18 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
     args += ["--bind", str(plan.rw_dir / "ws"), plan.workdir]
     args += ["--remount-ro", "/", "--chdir", plan.workdir, *server.argv]
     return args
+
+
+def view_args(plan: LaunchPlan) -> list[str]:
+    """What a prepared view of ``plan``'s image holds (:mod:`.view`), with host
+    paths as this process reaches them: the root binds and the server's own."""
+    direct = LaunchPlan(
+        image_root=plan.image_root, rw_dir=plan.rw_dir, workdir=plan.workdir,
+        network=plan.network, hide=plan.hide, payload=plan.payload,
+        host_paths=[(path, path) for path, _ in plan.host_paths],
+    )  # fmt: skip
+    server = server_command(plan.payload, plan.image_root == Path("/"), plan.max_frame)
+    return [*root_binds(direct), *server.extra_binds]
 
 
 def default_env(workdir: str) -> dict[str, str]:

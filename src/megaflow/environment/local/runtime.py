@@ -235,11 +235,14 @@ class LocalRuntime(Runtime):
             host_paths=self._host_paths,
             max_frame=self.cfg.max_frame_mb << 20,
         )  # fmt: skip
-        if image_root != Path("/") and image_root not in self._binds:
+        plan.view = await asyncio.to_thread(
+            staging.view, image_root, spec.workdir, launcher.view_args(plan)
+        )
+        if plan.view is None and image_root != Path("/") and image_root not in self._binds:
             plan.image_source = (await asyncio.to_thread(staging.source, image_root))[1]
-        if image_root not in self._binds:  # the image's top level rarely changes
+        if plan.view is None and image_root not in self._binds:  # top level rarely changes
             self._binds[image_root] = launcher.root_binds(plan)
-        plan.root_binds = self._binds[image_root]
+        plan.root_binds = self._binds.get(image_root)
         assert self._server is not None
         assert self.ids is not None
         how = spawn.How(

@@ -11,10 +11,11 @@ Without a uid change every path is reached as it is and nothing is staged.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
-from megaflow.environment.local import userns
+from megaflow.environment.local import userns, view
 
 
 class Staging:
@@ -26,6 +27,30 @@ class Staging:
         """``root`` as bubblewrap reaches it, when bound."""
         self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
         self._name = ""
+        self._views: dict[tuple[Path, str], Path] = {}
+        self._lock = threading.Lock()  # starts build views on worker threads
+
+    def view(self, image_root: Path, workdir: str, args: list[str]) -> Path | None:
+        """The prepared read-only root (:mod:`.view`) for ``image_root`` and
+        ``workdir``, built from bubblewrap-style ``args`` on first use; None when
+        nothing can be mounted (not run as root). Blocking."""
+        if self.stage is None or self.ids.run_as is None:
+            return None
+        key = (image_root, workdir)
+        with self._lock:
+            return self._views.get(key) or self._build(key, args)
+
+    def _build(self, key: tuple[Path, str], args: list[str]) -> Path:
+        assert self.ids.run_as is not None
+        target = userns.STAGE_ROOT / self.process / f"{self._name}-view{len(self._views)}"
+        target.mkdir(mode=0o711)
+        try:
+            view.build(target, args, key[1], self.ids.run_as)
+        except BaseException:
+            target.rmdir()
+            raise
+        self._views[key] = target
+        return target
 
     def start(self) -> None:
         """Stage the runtime's root if bubblewrap runs as another uid (blocking)."""
@@ -35,9 +60,11 @@ class Staging:
 
     def stop(self) -> None:
         """Undo every stage (blocking)."""
-        for target in [*self._staged.values(), *([self.stage] if self.stage else [])]:
+        for target in [*self._views.values(), *self._staged.values(),
+                       *([self.stage] if self.stage else [])]:  # fmt: skip
             userns.unstage(target)
         self._staged.clear()
+        self._views.clear()
         self.stage = None
 
     def seen(self, path: Path) -> Path:

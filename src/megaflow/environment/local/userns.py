@@ -30,7 +30,7 @@ from megaflow.core.errors import SandboxStartError
 AGENT_ID = 1000  # uid and gid of agent commands inside the sandbox
 SPAN = 65536  # sandbox uids mapped
 STAGE_ROOT = Path("/run/megaflow")
-MS_BIND, MS_NOSUID, MS_NODEV, MS_REC = 4096, 2, 4, 16384
+MS_BIND, MS_NOSUID, MS_NODEV, MS_REC, MS_REMOUNT = 4096, 2, 4, 16384, 32
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -157,12 +157,19 @@ def reachable(path: Path, uid: int) -> bool:
 
 
 def stage(source: Path, process: str, name: str) -> Path:
-    """Bind ``source`` at ``/run/megaflow/<process>/<name>`` (every parent 0711)."""
+    """Bind ``source`` at ``/run/megaflow/<process>/<name>`` (every parent 0711),
+    nosuid and nodev: bubblewrap's binds of paths below it then already carry
+    the flags it wants and cost one mount call each, not a bind and a remount."""
     target = STAGE_ROOT / process / name
     for path in (STAGE_ROOT, target.parent, target):
         path.mkdir(mode=0o711, exist_ok=True)
         path.chmod(0o711)
     bind(source, target)
+    try:
+        _mount("none", str(target), None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, None)
+    except OSError:
+        umount(target)
+        raise
     return target
 
 
