@@ -106,7 +106,7 @@ class AgentExecutor(TaskExecutor):
         """The grader of the task's run, built from its ``grading`` config once."""
         grader = self._graders.get(task.run_id)
         if grader is None:
-            grader = self._graders[task.run_id] = arm.grading.build(self._calibrations)
+            grader = self._graders[task.run_id] = arm.grading.build(self._calibrations, arm.model)
         return grader
 
     async def run(self, ctx: TaskContext) -> TaskResult:

@@ -2,13 +2,14 @@
 
 ``abstract`` holds the :class:`Grader` protocol and the report types,
 ``config`` one config per grader (``grading.type``), ``reward`` the one
-reward rule; ``swebench``, ``script`` and ``python_fn`` are the graders.
+reward rule; ``swebench``, ``script``, ``python_fn`` and ``judge`` are the graders.
 See docs/tasks-format.md.
 """
 
 from megaflow.grading.abstract import Grader, GradingAttempt, Report, Taken, Verdict
 from megaflow.grading.config import (
     GraderConfig,
+    JudgeGraderConfig,
     PythonGraderConfig,
     ScriptGraderConfig,
     SwebenchGraderConfig,
@@ -19,6 +20,7 @@ __all__ = [
     "Grader",
     "GraderConfig",
     "GradingAttempt",
+    "JudgeGraderConfig",
     "PythonGraderConfig",
     "Report",
     "ScriptGraderConfig",

@@ -7,6 +7,9 @@ module only then::
     grading: {strict: true}                                  # swebench
     grading: {type: script, timeout_s: 600}                  # Harbor's tests/test.sh
     grading: {type: python, function: mypkg.rewards.exact_match}
+    grading: {type: judge, rubric: "1 if the answer is correct, else 0"}
+
+``build`` takes the run's model client too; only the ``judge`` grader uses it.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 from megaflow.core.errors import PluginError
 from megaflow.core.plugins import load_object
 from megaflow.datasets.config import GradingConfig
+from megaflow.model.config import ModelConfig
 
 if TYPE_CHECKING:
     from megaflow.grading.abstract import Grader
     from megaflow.grading.swebench import CalibrationCache
+    from megaflow.model.abstract import ModelClient
 
 
 class SwebenchGraderConfig(GradingConfig):
@@ -30,7 +35,9 @@ class SwebenchGraderConfig(GradingConfig):
 
     type: Literal["swebench"] = Field("swebench", description="This grader's tag.")
 
-    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+    def build(
+        self, calibrations: CalibrationCache | None = None, model: ModelClient | None = None
+    ) -> Grader:
         from megaflow.grading.swebench import SwebenchGrader
 
         return SwebenchGrader(self, calibrations)
@@ -55,7 +62,9 @@ class ScriptGraderConfig(BaseModel):
         256, ge=1, le=65_536, description="Largest final state (the workdir as a tar) taken."
     )
 
-    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+    def build(
+        self, calibrations: CalibrationCache | None = None, model: ModelClient | None = None
+    ) -> Grader:
         from megaflow.grading.script import ScriptGrader
 
         return ScriptGrader(self)
@@ -92,10 +101,53 @@ class PythonGraderConfig(BaseModel):
             raise ValueError(f"{path!r} is not callable")
         return path
 
-    def build(self, calibrations: CalibrationCache | None = None) -> Grader:
+    def build(
+        self, calibrations: CalibrationCache | None = None, model: ModelClient | None = None
+    ) -> Grader:
         from megaflow.grading.python_fn import PythonGrader
 
         return PythonGrader(self)
+
+
+class JudgeGraderConfig(BaseModel):
+    """An LLM judge with a rubric: the run's model (through its gateway), or a model
+    block of its own, grades the agent's answer, given to it as fenced data; its
+    reply's last line must be ``SCORE: <0..1>`` (anything else is reward 0, with
+    why). The judge's calls are kept in the grade report, never as training data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["judge"] = Field("judge", description="This grader's tag.")
+    rubric: str = Field(
+        min_length=1, max_length=20_000, description="What the judge scores the answer by."
+    )
+    model: ModelConfig | None = Field(
+        None,
+        description="The judge's own model (started for each grading); None: the run's "
+        "model, through its gateway.",
+    )
+    on: Literal["answer", "message", "patch"] = Field(
+        "message",
+        description="What is judged: 'message' the agent's last message, 'answer' the file "
+        "answer_file of the workdir (read as data), 'patch' its git diff against the "
+        "payload's base_commit.",
+    )
+    answer_file: str = Field("answer.txt", description="With on: answer, the file read.")
+    task_field: str = Field(
+        "problem_statement", description="The payload field shown to the judge as the task."
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="The judge's sampling temperature.")
+    max_tokens: int = Field(512, ge=1, le=32_768, description="Longest judge reply, in tokens.")
+    max_answer_kb: int = Field(
+        64, ge=1, le=4096, description="Largest answer given to the judge; a larger one is 0."
+    )
+
+    def build(
+        self, calibrations: CalibrationCache | None = None, model: ModelClient | None = None
+    ) -> Grader:
+        from megaflow.grading.judge import JudgeGrader
+
+        return JudgeGrader(self, model)
 
 
 def _tag(value: Any) -> str:
@@ -107,7 +159,8 @@ def _tag(value: Any) -> str:
 GraderConfig = Annotated[
     Annotated[SwebenchGraderConfig, Tag("swebench")]
     | Annotated[ScriptGraderConfig, Tag("script")]
-    | Annotated[PythonGraderConfig, Tag("python")],
+    | Annotated[PythonGraderConfig, Tag("python")]
+    | Annotated[JudgeGraderConfig, Tag("judge")],
     Discriminator(_tag),
 ]
 """Every grader's config: the union is the list of graders."""

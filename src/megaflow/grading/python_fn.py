@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from megaflow.core.errors import NotFound, PluginError, SandboxFileError
+from megaflow.core.errors import PluginError
 from megaflow.core.plugins import load_object
 from megaflow.core.tasks import TaskSpec
 from megaflow.core.trajectory import Trajectory
-from megaflow.datasets.candidate import extract_patch
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.grading.abstract import FreshSandbox, Taken, Verdict
+from megaflow.grading.answer import take_answer
 from megaflow.grading.config import PythonGraderConfig
 from megaflow.grading.reward import clamp, combined
 
@@ -49,16 +49,6 @@ class PythonGrader:
         return PythonAttempt(self, task)
 
 
-def last_message(trajectory: Trajectory) -> str:
-    """The text of the agent's last model answer."""
-    for call in reversed(trajectory.model_calls):
-        message = call.response.get("message", call.response)
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            return content
-    return ""
-
-
 class PythonAttempt:
     def __init__(self, grader: PythonGrader, task: TaskSpec) -> None:
         self.cfg, self.fn, self.task = grader.cfg, grader.fn, task
@@ -74,26 +64,11 @@ class PythonAttempt:
         """Nothing: the task is its prompt."""
 
     async def take(self, sandbox: Sandbox, trajectory: Trajectory) -> Taken:
-        cap = self.cfg.max_answer_kb * 1024
-        if self.cfg.on == "message":
-            data = last_message(trajectory).encode()
-        elif self.cfg.on == "patch":
-            base = self.task.payload.get("base_commit")
-            if not isinstance(base, str):
-                return Taken(
-                    b"", "patch.diff", "the task has no base_commit to take a patch against"
-                )
-            candidate = await extract_patch(sandbox, base, cap)
-            return Taken(candidate.patch, "patch.diff", candidate.error)
-        else:
-            await sandbox.kill_processes()
-            try:
-                data = await sandbox.read_file(self.cfg.answer_file)
-            except (NotFound, SandboxFileError) as exc:
-                return Taken(b"", "answer.txt", f"no answer: {exc}")
-        if len(data) > cap:
-            return Taken(b"", "answer.txt", f"the answer is {len(data)} bytes; the limit is {cap}")
-        return Taken(data, "answer.txt")
+        cfg = self.cfg
+        return await take_answer(
+            sandbox, trajectory, self.task,
+            on=cfg.on, answer_file=cfg.answer_file, cap=cfg.max_answer_kb * 1024,
+        )  # fmt: skip
 
     async def grade(self, taken: Taken) -> Verdict:
         if taken.error is not None:
