@@ -32,6 +32,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: flags without a "<bool>" type column
 )
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(tasks_cmd.app, name="tasks")

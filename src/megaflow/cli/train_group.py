@@ -2,8 +2,9 @@
 
 ``megaflow train CONFIG [OPTIONS]`` runs the loop (it is ``megaflow train
 run CONFIG``: a first word that names no subcommand is taken as the run's
-config); ``megaflow train plan PLAN`` is the sharding planner (also
-``megaflow plan``); ``megaflow train diagnose METRICS`` splits the steps'
+config); ``megaflow train plan PLAN`` is the sharding planner (``megaflow plan``
+is a hidden alias, kept so old scripts work; help and docs name the one
+command); ``megaflow train diagnose METRICS`` splits the steps'
 time per rank; ``megaflow train compare TRAINED CONTROL`` sets a run
 against its shuffled-reward control. A config file literally named ``plan``,
 ``run``, ``diagnose`` or ``compare`` is given as ``./plan``.
@@ -43,6 +44,8 @@ app.command("compare")(train_compare_cmd.compare_cmd)
 
 
 def register(root: Any) -> None:
-    """Add ``train`` (this group) and the ``plan`` alias to the root app."""
+    """Add ``train`` (this group) and the hidden ``plan`` alias to the root app."""
     root.add_typer(app, name="train")
-    root.command("plan")(train_plan_cmd.plan_cmd)
+    root.command(
+        "plan", hidden=True, help="Alias of `megaflow train plan` (the one documented name)."
+    )(train_plan_cmd.plan_cmd)

@@ -1,7 +1,12 @@
-"""``megaflow plan CONFIG``: how to spread a model's training over the hardware.
+"""``megaflow train plan CONFIG``: how to spread a model's training over the hardware.
 
 CONFIG is a plan file (model shape or directory, batch, hardware; see
-``docs/train-scale.md``), at its top level or under a ``plan:`` key. Prints
+``docs/train-scale.md``), at its top level or under a ``plan:`` key, or a
+run config with a ``train:`` section (``examples/train-quickstart.yaml``):
+then the model is its ``model.model`` directory, the batch its trainer's
+micro-batch and ``plan_seq_len``, the hardware its ``train.hardware`` or
+this machine, as ``train.strategy: auto`` plans it. ``megaflow plan`` is a
+hidden alias of this command, kept for old scripts. Prints
 every strategy's predicted memory per device and communication per step,
 the choice and why; ``--json`` prints the same as JSON and ``--deepspeed
 FILE`` also writes the equivalent DeepSpeed config. A bad file exits 2 with
@@ -27,6 +32,66 @@ from megaflow.train.plan_config import GB, PlanConfig
 from megaflow.train.planner import Plan, plan
 
 
+def _from_run_config(path: Path) -> PlanConfig:
+    """The plan ``train.strategy: auto`` makes for a run config's trainer and model."""
+    from megaflow.config import load_config
+    from megaflow.model.config import TransformersModelConfig
+    from megaflow.train.strategy import machine, plan_config, ranks_per_node
+
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        fail(str(exc))
+    assert cfg.train is not None  # the caller saw a train: section
+    if not isinstance(cfg.model, TransformersModelConfig):
+        fail(
+            f"{path}: model.type is {cfg.model.type!r}; a plan needs the trained model's "
+            "shape: a transformers model directory (model.model), or give a plan file "
+            "(docs/train-scale.md)"
+        )
+    model_dir = Path(cfg.model.model)
+    if not (model_dir / "config.json").is_file():
+        fail(
+            f"{path}: model.model: {model_dir} has no config.json yet; build the model first "
+            "(for the quickstart, `make run` builds it), or give a plan file with the "
+            "model's shape (docs/train-scale.md)"
+        )
+    tc = cfg.train
+    world = tc.world_size
+    try:
+        hardware = tc.hardware or machine(world, ranks_per_node(tc, world), None)
+        planned = plan_config(model_dir, tc, hardware)
+    except ValidationError as exc:  # the model directory's config.json
+        fail(f"{path}: " + "; ".join(str(e["msg"]) for e in exc.errors()))
+    except (ConfigError, ValueError) as exc:
+        fail(f"{path}: {exc}")
+    stored = stored_params(model_dir)
+    if stored is None:
+        return planned
+    model = planned.model.model_copy(update={"params": float(stored)})
+    return planned.model_copy(update={"model": model})
+
+
+def stored_params(model_dir: Path) -> int | None:
+    """The parameters the model directory's safetensors files hold (tied weights stored
+    once), read from their headers alone; None without such files."""
+    total, files = 0, sorted(model_dir.glob("*.safetensors"))
+    for file in files:
+        try:
+            with file.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(size))
+        except (OSError, ValueError):
+            return None
+        for name, entry in header.items():
+            if name != "__metadata__":
+                n = 1
+                for d in entry["shape"]:
+                    n *= d
+                total += n
+    return total if files else None
+
+
 def _load(path: Path) -> PlanConfig:
     try:
         data = yaml.safe_load(path.read_text())
@@ -34,6 +99,13 @@ def _load(path: Path) -> PlanConfig:
         fail(f"cannot read plan file {path}: {exc.strerror}")
     except yaml.YAMLError as exc:
         fail(f"{path}: malformed YAML: {exc}")
+    if isinstance(data, dict) and "tasks" in data:  # a run config, not a plan file
+        if not isinstance(data.get("train"), dict):
+            fail(
+                f"{path}: a run config without a train: section has no trainer to plan; "
+                "give a plan file (docs/train-scale.md) or a train config"
+            )
+        return _from_run_config(path)
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
         data = data["plan"]
     if not isinstance(data, dict):
@@ -52,11 +124,19 @@ def _gb(x: float) -> str:
     return f"{x / GB:.1f} GB"
 
 
+def params_text(n: float) -> str:
+    """A parameter count as people write it: 3.41M, 1.24B, 70.6B (never 0.00B)."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{n:.0f}"
+
+
 def _show(path: Path, cfg: PlanConfig, result: Plan) -> None:
     hw = cfg.hardware
     console.print(
-        f"[bold]{path}[/]: {result.params / 1e9:.2f}B parameters on {hw.nodes} x "
-        f"{hw.devices_per_node} devices of {hw.device_memory_gb:g} GB, {cfg.precision}, "
+        f"[bold]{path}[/]: {params_text(result.params)} parameters on {hw.nodes} x "
+        f"{hw.devices_per_node} devices of {hw.device_memory_gb:.1f} GB, {cfg.precision}, "
         f"micro-batch {cfg.batch.micro_batch} x {cfg.batch.seq_len} tokens"
     )
     table = Table()
@@ -81,7 +161,11 @@ def _show(path: Path, cfg: PlanConfig, result: Plan) -> None:
 
 
 def plan_cmd(
-    config: Path = typer.Argument(..., help="A plan file (YAML): model, batch, hardware."),
+    config: Path = typer.Argument(
+        ...,
+        help="A plan file (YAML): model, batch, hardware; or a run config with a train: "
+        "section and a transformers model directory.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     deepspeed: Path | None = typer.Option(
         None, "--deepspeed", help="Also write the equivalent DeepSpeed config (JSON) here."
