@@ -3,7 +3,10 @@
 
 A file is read as a cluster config when it has no ``tasks`` and only
 cluster-config fields (``state_dir``, ``auth``, ``scheduler``, ...); as a run
-config otherwise, so a run config that lost its ``tasks`` is told so.
+config otherwise, so a run config that lost its ``tasks`` is told so. A run
+config's task paths (``tasks.path``, ``train.train_split.path``,
+``train.held_out.path``) must exist where a run looks for them: as given
+(absolute, or from the working directory) or beside the config.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from rich.text import Text
 
 from megaflow.cli.common import EXIT_BAD_INPUT, console, err_console
 from megaflow.config import load_config
+from megaflow.config.models import RunConfig
 from megaflow.core.errors import ConfigError
 from megaflow.rpc.config import SERVABLE, ClusterConfig, load_cluster_config
 
@@ -48,6 +52,33 @@ def _validate_cluster(file: Path) -> str:
     return escape(f"{file}: cluster config ({services}), state in {cfg.state_dir}")
 
 
+def _missing_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
+    """(field, problem) for each task path of ``cfg`` that a run would not find."""
+    paths: list[tuple[str, str | None]] = [("tasks.path", getattr(cfg.tasks, "path", None))]
+    if cfg.train is not None:
+        paths += [
+            ("train.train_split.path", cfg.train.train_split.path),
+            ("train.held_out.path", cfg.train.held_out.path),
+        ]
+    out = []
+    for field, given in paths:
+        if given is None:
+            continue
+        p = Path(given)
+        if not (p.exists() or (not p.is_absolute() and (config_dir / p).exists())):
+            out.append((field, f"{given} does not exist (looked from here and beside the config)"))
+    return out
+
+
+def _print_problems(file: Path, problems: list[tuple[str, str]]) -> None:
+    table = Table(title=Text(f"{file}: invalid config"), show_lines=False)
+    table.add_column("field", style="bold")
+    table.add_column("problem")
+    for path, reason in problems:  # plain text: a pattern's brackets are no markup
+        table.add_row(Text(path), Text(reason))
+    err_console.print(table)
+
+
 @app.command("validate")
 def validate(file: Path = typer.Argument(..., help="A run or cluster config (YAML).")) -> None:
     """Validate FILE: print each error's field path and reason, exit 2 if any."""
@@ -57,14 +88,16 @@ def validate(file: Path = typer.Argument(..., help="A run or cluster config (YAM
             return
         cfg = load_config(file)
     except ConfigError as exc:
-        table = Table(title=Text(f"{file}: invalid config"), show_lines=False)
-        table.add_column("field", style="bold")
-        table.add_column("problem")
-        for path, reason in exc.errors:  # plain text: a pattern's brackets are no markup
-            table.add_row(Text(path), Text(reason))
-        err_console.print(table)
+        _print_problems(file, exc.errors)
         err_console.print(str(exc).splitlines()[0], highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    missing = _missing_paths(cfg, file.resolve().parent)
+    if missing:
+        _print_problems(file, missing)
+        err_console.print(
+            f"{file}: {len(missing)} task path(s) do not exist", highlight=False, markup=False
+        )
+        raise typer.Exit(EXIT_BAD_INPUT)
     about = (
         f"{file}: run {cfg.name!r}, tasks from {cfg.tasks.type}, "
         f"agent {cfg.agent.type}, model {cfg.model.type}, "
