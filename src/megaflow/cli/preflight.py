@@ -63,6 +63,12 @@ def model_problems(cfg: RunConfig, timeout: float = TIMEOUT_S) -> list[str]:
     for field, m in models:
         if not isinstance(m, OpenAIModelConfig):
             continue
+        if m.launch is not None or m.base_url is None:
+            problems.append(
+                f"{field}.launch: engines are started by `megaflow train` only; give "
+                f"{field}.base_url for engines that are already running"
+            )
+            continue
         key = os.environ.get(m.api_key_env)
         if not key:
             problems.append(

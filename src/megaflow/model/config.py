@@ -13,7 +13,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from megaflow.core.errors import ConfigError
+from megaflow.model.launch_config import EngineLaunchConfig
 
 if TYPE_CHECKING:
     from megaflow.model.abstract import Backend
@@ -92,7 +95,11 @@ class OpenAIModelConfig(_Routed):
     ``sglang`` model types."""
 
     type: Literal["openai"] = "openai"
-    base_url: str = Field(description="Base URL including /v1, e.g. http://host:8000/v1.")
+    base_url: str | None = Field(
+        None,
+        description="Base URL including /v1, e.g. http://host:8000/v1; required unless "
+        "launch is set.",
+    )
     model: str = Field(description="Model name sent upstream.")
     replicas: list[str] = Field(
         default_factory=list, description="More base URLs serving the same model."
@@ -110,15 +117,52 @@ class OpenAIModelConfig(_Routed):
     weight_sync_timeout_s: float = Field(
         600, gt=0, description="Longest wait for the server to load new weights."
     )
+    launch: EngineLaunchConfig | None = Field(
+        None,
+        description="`megaflow train` starts these engines of the train policy itself, "
+        "with a token of its own, and stops them when the run ends (needs weight_sync "
+        "megaflow; base_url, replicas and api_key_env are then its own).",
+    )
+    _api_key: str | None = PrivateAttr(None)
+    """The token of launched engines, kept in memory only (``launched``)."""
+
+    @model_validator(mode="after")
+    def _address_or_launch(self) -> OpenAIModelConfig:
+        if self.launch is None and self.base_url is None:
+            raise ValueError("base_url is required unless launch starts the engines")
+        if self.launch is not None and (self.base_url is not None or self.replicas):
+            raise ValueError(
+                "base_url and replicas name engines already running, launch starts them: "
+                "give one or the other"
+            )
+        if self.launch is not None and self.weight_sync != "megaflow":
+            raise ValueError(
+                f"launch starts MegaFlow's own engines, which take weight_sync 'megaflow', "
+                f"not {self.weight_sync!r}"
+            )
+        return self
+
+    def launched(self, urls: list[str], token: str) -> OpenAIModelConfig:
+        """This config pointed at engines the run started, with their token (in memory)."""
+        out = self.model_copy(update={"base_url": urls[0], "replicas": urls[1:], "launch": None})
+        out._api_key = token
+        return out
 
     def backends(self) -> list[Backend]:
         from megaflow.model.openai_compat import OpenAIBackend
 
+        if self.base_url is None:
+            raise ConfigError(
+                "model.launch: the engines are started by `megaflow train` only; give "
+                "model.base_url to use engines that are already running",
+                [("model.launch", "engines not started")],
+            )
+        key = self._api_key or os.environ.get(self.api_key_env)
         return [
-            OpenAIBackend.from_env(
+            OpenAIBackend(
                 url,
                 self.model,
-                self.api_key_env,
+                api_key=key,
                 timeout_s=self.timeout_s,
                 max_connections=self.max_concurrency,
                 request_logprobs=self.request_logprobs,

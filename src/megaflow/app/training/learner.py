@@ -61,7 +61,9 @@ def policy_dir(cfg: RunConfig) -> Path:
         )
     if not path.is_dir():
         raise ConfigError(
-            f"{field}: {path} is not a model directory", [(field, "no such directory")]
+            f"{field}: {path} is not a model directory; build it first (the quickstart's "
+            f"policy, .megaflow/models/settings-fix, is built by `make run`)",
+            [(field, "no such directory")],
         )
     return path
 
