@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from megaflow.app.job import Job
 from megaflow.app.training.control import apply_control
 from megaflow.app.training.curve import Curve, StepPoint
+from megaflow.app.training.engines import launched_engines
 from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.plan import PromptPlan
@@ -100,6 +101,7 @@ class TrainLoop:
             self.tc.steps,
             self.tc.seed,
         )
+        self.config_dir = config_dir
         self.job = Job(cfg, run_id=run_id, config_dir=config_dir)
         self.incarnation = secrets.token_hex(3)
         self.curve = Curve(run_id=run_id, updates=self.tc.updates, control=self.tc.control)
@@ -113,6 +115,13 @@ class TrainLoop:
         return Path(tc.curve) if tc.curve else Path(tc.out_dir) / self.run_id / "curve.png"
 
     async def run(self, *, resume: bool = False) -> Curve:
+        async with launched_engines(self.cfg, self.run_id, self.say, policy_dir(self.cfg)) as cfg:
+            if cfg is not self.cfg:  # the rollout model now points at the engines started
+                self.cfg = cfg
+                self.job = Job(cfg, run_id=self.run_id, config_dir=self.config_dir)
+            return await self._run(resume)
+
+    async def _run(self, resume: bool) -> Curve:
         async with self.job as job:
             model = job.arms[self.run_id].model
             self.sync = self.tc.weight_sync.build(
