@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from megaflow.cli.main import app
@@ -49,3 +50,24 @@ def test_ls_json_of_a_bad_set_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["tasks", "ls", str(path), "--json"])
     assert result.exit_code == 2
     assert "problem_statement" in result.output
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_only_the_issue_gives_way_to_the_terminal(columns: int) -> None:
+    result = CliRunner().invoke(app, ["tasks", "ls", str(MINI_SWE)], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    rows = [line for line in lines if line.startswith("│")]
+    instances = load_instances(MINI_SWE)
+    assert len(rows) == len(instances)  # one line per instance: nothing wraps
+    for row, inst in zip(rows, instances, strict=True):
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[0] == inst.instance_id
+        assert cells[-3:-1] == [str(len(inst.FAIL_TO_PASS)), str(len(inst.PASS_TO_PASS))]
+        assert cells[-4] == inst.megaflow_source.type
+        if columns == 120:
+            assert cells[1] == inst.repo
+        issue = inst.problem_statement.strip().splitlines()[0]
+        assert issue.startswith(cells[-1].removesuffix("…"))
+        assert len(cells[-1]) >= 20

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, err_console, fail
-from megaflow.cli.tables import id_width
+from megaflow.cli.tasks_table import ls_table
 from megaflow.core.errors import MegaFlowError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
@@ -69,26 +69,7 @@ def ls(
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    # beside the instance id: repo, source, F2P, P2P and at least 12 of the issue
-    others = [max(4, *(len(r["repo"]) for r in rows)), 10, 3, 3, 12]
-    width = id_width((r["instance_id"] for r in rows), console.width, others)
-    table = Table(title=f"{path}: {len(instances)} instances")
-    table.add_column("instance", style="bold", overflow="fold", min_width=width)
-    table.add_column("repo", overflow="fold")
-    table.add_column("source")
-    table.add_column("F2P", justify="right")
-    table.add_column("P2P", justify="right")
-    table.add_column("issue", no_wrap=True, overflow="ellipsis")
-    for r in rows:
-        table.add_row(
-            r["instance_id"],
-            r["repo"],
-            r["source"]["type"],
-            str(r["fail_to_pass"]),
-            str(r["pass_to_pass"]),
-            r["issue"][:60],
-        )
-    console.print(table)
+    console.print(ls_table(f"{path}: {len(instances)} instances", rows, console.width))
 
 
 def _ls_row(i: SWEInstance) -> dict[str, Any]:
