@@ -7,8 +7,9 @@ share its cores: more nodes add raylets, node agents and worker processes,
 not CPU, and per-node scaling here says what the extra processes cost, not
 what more machines would give.
 
-For each node count, two workloads, through both sides in turn (MegaFlow,
-Ray, MegaFlow, Ray ...) for ``--reps`` repetitions:
+For each node count, two workloads, through both sides in turn for ``--reps``
+repetitions, the order alternating (MegaFlow Ray, Ray MegaFlow, ...;
+``ab.interleave_reps``), after one untimed round of each:
 
 - **no-op**: MegaFlow runs a round of tasks through ``fleet: {type: ray}``
   (``megaflow run``'s ``Job``: scheduler and state machine, the builtin
@@ -18,23 +19,31 @@ Ray, MegaFlow, Ray ...) for ``--reps`` repetitions:
   the nodes.
 - **sandboxed**: the same round on the ``local`` runtime: each task's
   sandbox is a real bubblewrap sandbox on its node (create, the agent's
-  ``echo done`` and its ``git diff``, destroy). The peer: as many
-  ``@ray.remote`` tasks doing that same sandbox work on a ``LocalRuntime``
-  of their worker process (started once per worker, before the timer).
+  ``echo done``, its look for a ``.git`` above the workdir, which finds none,
+  so no ``git diff`` runs; destroy). The peer: as many ``@ray.remote`` tasks
+  doing that same sandbox work (the agent's own check, so the same calls) on
+  a ``LocalRuntime`` of their worker process (started once per worker,
+  before the timer).
 
 Both sides hold one task per slot: MegaFlow's scheduler a node's slots, Ray
 one CPU per task and ``SLOTS`` CPUs per node. Setup (cluster, job, node
 agents; the peer's worker processes, one per Ray CPU, and their runtimes) is
 outside the timer: a warm-up round runs first on both sides.
 
-**A lost node** (3 nodes, once per side): 2 tasks per node, each a 3 s sleep,
-all running; then the worker node holding the most is SIGKILLed (its raylet
-and everything under it). The figure is the time from the kill to each of
-its tasks starting again on a surviving node: for MegaFlow the retry
-attempt's start (the scheduler hands it to the executor; its sandbox start
-follows), with the fleet's default ``poll_s`` and ``lost_after_s``; for
-Ray, the retried task's function starting on its new worker (Ray's default
-task retries and node health checks). A node is added back between the two.
+**A lost node** (3 nodes, ``--loss-reps`` kills per side, the order
+alternating): ``SLOTS`` tasks, each creating a sandbox on its node and
+running ``sleep 3`` in it, all on one node (MegaFlow's scheduler packs them
+there, best fit; Ray's are pinned there, soft affinity, so a retry may go
+elsewhere); then that node is SIGKILLed (its raylet and everything under
+it). The figure on both sides is the time from the kill to each of its tasks'
+command starting again, in a new sandbox on a surviving node: for MegaFlow
+the retried attempt's ``bash`` step (its trajectory's ``started_at``), with
+the fleet's default ``poll_s`` and ``lost_after_s``; for Ray, the retried
+function's mark just before it runs the command (Ray's default task retries
+and node health checks). After every kill a fresh node replaces the lost
+one, so every trial, on either side, starts on the same number of live nodes
+and none is added during a trial. The table gives the tasks on the killed
+node per side.
 """
 
 from __future__ import annotations
@@ -59,19 +68,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fixtures.ray_cluster import RayCluster, RayNode
 from tests.reliability.ledger import read_ledger
 
-from ab import ratios, spread
+from ab import interleave_reps, order_text, ratios, spread
+from megaflow.agent.builtin import _in_repository
 from megaflow.app.assembly import base_spec
 from megaflow.app.job import Job
 from megaflow.config import parse_config
 from megaflow.config.models import RunConfig
 from megaflow.core.states import TaskState
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, add_rule_args, begin, report
 
 SLOTS = 4
 COMMAND = "echo done"
-AGENT_EXECS: list[Any] = [COMMAND, ["git", "-C", "/workspace", "diff"]]
-"""What the builtin agent runs in its sandbox for one scripted step without a repository."""
+WORKDIR = "/workspace"
 LOSS_SLEEP_S = 3
+
+
+async def agent_work(sandbox: Any, command: str) -> int:
+    """What the builtin agent does in its sandbox for one scripted step and its
+    submission: the command, then ``git diff`` only if a ``.git`` is found above
+    the workdir (there is none here, so only the agent's file reads run)."""
+    code = int((await sandbox.exec(command)).exit_code)
+    if await _in_repository(sandbox, WORKDIR):
+        code += int((await sandbox.exec(["git", "-C", WORKDIR, "diff"], timeout=60)).exit_code)
+    return code
 
 
 def run_config(tmp: Path, address: str, runtime: str, n: int, slots: int, cmd: str) -> RunConfig:
@@ -104,11 +123,8 @@ def _noop(hold_s: float = 0.0) -> None:
     time.sleep(hold_s)
 
 
-def _sandboxed(runtime_json: str, spec_json: str, execs: list[Any], hold_s: float = 0.0) -> int:
-    """One task's sandbox work, as the agent does it, on this worker's runtime (started
-    on the worker's first call); then hold the worker ``hold_s`` (the warm-up's way to
-    make Ray start one worker per CPU)."""
-    from megaflow.environment.abstract import EnvironmentSpec
+def _worker_runtime(runtime_json: str) -> None:
+    """This worker's LocalRuntime and the loop that runs it, started on first use."""
     from megaflow.environment.config import LocalRuntimeConfig
     from megaflow.environment.factory import make_runtime
 
@@ -120,30 +136,52 @@ def _sandboxed(runtime_json: str, spec_json: str, execs: list[Any], hold_s: floa
         runtime = make_runtime(cfg)
         asyncio.run_coroutine_threadsafe(runtime.start(), loop).result()
         _WORKER.update(loop=loop, runtime=runtime)
+
+
+def _sandboxed(runtime_json: str, spec_json: str, work: bool, hold_s: float = 0.0) -> int:
+    """One task's sandbox work, as the agent does it (:func:`agent_work`), on this
+    worker's runtime; then hold the worker ``hold_s`` (the warm-up's way to make
+    Ray start one worker per CPU)."""
+    from megaflow.environment.abstract import EnvironmentSpec
+
+    _worker_runtime(runtime_json)
     spec = EnvironmentSpec.model_validate_json(spec_json)
 
     async def body() -> int:
         sandbox = await _WORKER["runtime"].create(spec)
         try:
-            return sum([(await sandbox.exec(c)).exit_code for c in execs])
+            return await agent_work(sandbox, COMMAND)
         finally:
             await sandbox.destroy()
 
-    code = int(asyncio.run_coroutine_threadsafe(body(), _WORKER["loop"]).result()) if execs else 0
+    code = int(asyncio.run_coroutine_threadsafe(body(), _WORKER["loop"]).result()) if work else 0
     time.sleep(hold_s)
     return code
 
 
-def _sleeper(i: int, seconds: float, marks: str) -> tuple[int, float]:
-    """Loss peer: note (task, node, start) in ``marks`` (a folder: all nodes are this
-    machine), sleep, return (task, start)."""
+def _sleeper(i: int, marks: str, runtime_json: str, spec_json: str) -> tuple[int, float]:
+    """Loss peer: a sandbox on this worker's runtime; note (task, node, time) in
+    ``marks`` (a folder: all nodes are this machine) just before the command runs
+    in it, as MegaFlow's trajectory notes its step's start; run it; destroy."""
     import ray
 
-    t = time.time()
+    from megaflow.environment.abstract import EnvironmentSpec
+
+    _worker_runtime(runtime_json)
+    spec = EnvironmentSpec.model_validate_json(spec_json)
     node = ray.get_runtime_context().get_node_id()
-    Path(marks, f"{i}-{time.time_ns()}").write_text(json.dumps([i, node, t]))
-    time.sleep(seconds)
-    return i, t
+
+    async def body() -> float:
+        sandbox = await _WORKER["runtime"].create(spec)
+        try:
+            t = time.time()
+            Path(marks, f"{i}-{time.time_ns()}").write_text(json.dumps([i, node, t]))
+            await sandbox.exec(f"sleep {LOSS_SLEEP_S}", timeout=60)
+            return t
+        finally:
+            await sandbox.destroy()
+
+    return i, float(asyncio.run_coroutine_threadsafe(body(), _WORKER["loop"]).result())
 
 
 class RayPeer:
@@ -158,7 +196,7 @@ class RayPeer:
         self.args = (
             cfg.environment.runtime.model_dump_json(),
             base_spec(cfg).model_dump_json(),
-            AGENT_EXECS,
+            True,
         )
 
     def warm(self, kind: str, slots: int, n: int) -> None:
@@ -168,7 +206,7 @@ class RayPeer:
             self.ray.get([self.noop.remote(1.5) for _ in range(slots)])
         else:
             rt, spec, _ = self.args
-            self.ray.get([self.sandboxed.remote(rt, spec, [], 1.5) for _ in range(slots)])
+            self.ray.get([self.sandboxed.remote(rt, spec, False, 1.5) for _ in range(slots)])
         self.round(kind, n)
 
     def round(self, kind: str, n: int) -> float:
@@ -208,8 +246,6 @@ async def throughput(
     ``slots`` in all, one pair per repetition."""
     cfg = run_config(tmp, cluster.address, runtime, n, slots, COMMAND)
     kind = "noop" if runtime == "dummy" else "sandboxed"
-    mf: list[float] = []
-    peer: list[float] = []
     async with Job(cfg) as job:
         await wait_agents(job, k)
         await job.submit()
@@ -217,9 +253,17 @@ async def throughput(
         total = [n]
         ray_peer = RayPeer(cfg)
         await asyncio.to_thread(ray_peer.warm, kind, slots, n)
-        for r in range(reps):
-            mf.append(n / await mf_round(job, f"r{r}", total))
-            peer.append(n / await asyncio.to_thread(ray_peer.round, kind, n))
+        loop = asyncio.get_running_loop()
+
+        def mf_side(r: int) -> float:
+            return (
+                n / asyncio.run_coroutine_threadsafe(mf_round(job, f"r{r}", total), loop).result()
+            )
+
+        def peer_side(_r: int) -> float:
+            return n / ray_peer.round(kind, n)
+
+        mf, peer = await asyncio.to_thread(interleave_reps, reps, [mf_side, peer_side])
     return mf, peer
 
 
@@ -231,8 +275,17 @@ def _node_named(nodes: list[RayNode], node_id: str) -> RayNode:
     return next(node for node in nodes if node.name in res)
 
 
-async def mf_loss(cluster: RayCluster, tmp: Path, k: int) -> list[float]:
-    n = 2 * k
+def _command_started(art: Path, run_id: str, task_id: str, number: int) -> float | None:
+    """When attempt ``number`` of a task started its ``bash`` step (its trajectory)."""
+    path = art / "runs" / run_id / "tasks" / task_id.replace(":", "_")
+    got = json.loads((path / f"attempt-{number}" / "trajectory.json").read_text())
+    starts = [st["started_at"] for st in got.get("steps", []) if st.get("started_at")]
+    return min(starts) if starts else None
+
+
+async def mf_loss(cluster: RayCluster, tmp: Path, k: int) -> tuple[list[float], int]:
+    """(kill -> each lost task's command started on a survivor, tasks on the node)."""
+    n = SLOTS
     cmd = f"sleep {LOSS_SLEEP_S} && echo done"
     cfg = run_config(tmp, cluster.address, "local", n, SLOTS * k, cmd)
     async with Job(cfg) as job:
@@ -254,31 +307,48 @@ async def mf_loss(cluster: RayCluster, tmp: Path, k: int) -> list[float]:
         assert counts[job.run_id] == {TaskState.SUCCEEDED: n}, counts
         ledger = await read_ledger(job.stores.metadata, job.run_id)
     delays = []
-    for atts in ledger.attempts.values():
+    for tid, atts in ledger.attempts.items():
         if any(a.instance == victim for a in atts):
-            again = [a.started_at for a in atts if a.instance != victim and a.started_at > killed]
-            assert again, atts
-            delays.append(min(again) - killed)
-    return delays
+            again = [
+                _command_started(tmp / "art", job.run_id, tid, a.number)
+                for a in atts if a.instance != victim and a.started_at > killed
+            ]  # fmt: skip
+            starts = [t for t in again if t is not None]
+            assert starts, atts
+            delays.append(min(starts) - killed)
+    return delays, alive[victim]
 
 
-def ray_loss(cluster: RayCluster, tmp: Path, k: int) -> list[float]:
+def ray_loss(cluster: RayCluster, tmp: Path, k: int) -> tuple[list[float], int]:
+    """(kill -> each lost task's command started on a survivor, tasks on the node)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    n = 2 * k
+    n = SLOTS
     marks = tmp / f"marks-{time.time_ns()}"
     marks.mkdir()
+    cfg = run_config(tmp, cluster.address, "local", n, SLOTS * k, COMMAND)
+    rt, spec = cfg.environment.runtime.model_dump_json(), base_spec(cfg).model_dump_json()
     ray.init(
         address=cluster.address, include_dashboard=False, log_to_driver=False,
         logging_level=logging.ERROR,
     )  # fmt: skip
     try:
+        workers = [nd["NodeID"] for nd in ray.nodes() if nd["Alive"] and nd["Resources"].get("CPU")]  # type: ignore[no-untyped-call]
+        assert len(workers) == k, f"{len(workers)} live worker nodes, not {k}"
+        warm: Any = ray.remote(num_cpus=1)(_sandboxed)
+        ray.get([  # a worker per CPU on every node, its runtime started, as the agents' are
+            warm.options(scheduling_strategy=NodeAffinitySchedulingStrategy(w, soft=False))
+            .remote(rt, spec, False, 1.5)
+            for w in workers for _ in range(SLOTS)
+        ])  # fmt: skip
+        on_one = NodeAffinitySchedulingStrategy(workers[0], soft=True)
         sleeper = ray.remote(num_cpus=1, max_retries=3)(_sleeper)
         refs = [
-            sleeper.options(scheduling_strategy="SPREAD").remote(i, LOSS_SLEEP_S, str(marks))
+            sleeper.options(scheduling_strategy=on_one).remote(i, str(marks), rt, spec)
             for i in range(n)
         ]
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while len(list(marks.iterdir())) < n:
             assert time.monotonic() < deadline, "the peer's tasks never all ran"
             time.sleep(0.05)
@@ -293,10 +363,57 @@ def ray_loss(cluster: RayCluster, tmp: Path, k: int) -> list[float]:
         starts = [json.loads(p.read_text()) for p in marks.iterdir()]
     finally:
         ray.shutdown()
-    return [
+    delays = [
         min(t for j, node, t in starts if j == i and node != victim and t > killed) - killed
         for i in on[victim]
     ]
+    return delays, len(on[victim])
+
+
+def live_workers(cluster: RayCluster, k: int, timeout_s: float = 180) -> None:
+    """Wait until Ray counts exactly ``k`` live worker nodes: the killed one declared
+    dead and its replacement up, so the next trial starts as the last one did."""
+    import ray
+
+    ray.init(
+        address=cluster.address, include_dashboard=False, log_to_driver=False,
+        logging_level=logging.ERROR,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            nodes = ray.nodes()  # type: ignore[no-untyped-call]
+            alive = [nd for nd in nodes if nd["Alive"] and nd["Resources"].get("CPU")]
+            if len(alive) == k:
+                return
+            assert time.monotonic() < deadline, f"{len(alive)} live worker nodes, not {k}"
+            time.sleep(0.5)
+    finally:
+        ray.shutdown()
+
+
+def losses(cluster: RayCluster, tmp: Path, k: int, reps: int) -> dict[str, Any]:
+    """``reps`` kills per side, the order alternating; a fresh node replaces each lost
+    one before the next trial, so every trial starts on ``k`` live nodes."""
+    added = [k]
+
+    def replace_lost() -> None:
+        added[0] += 1
+        cluster.add_nodes([f"node_{added[0]}"], slots=SLOTS, cpus=SLOTS)
+        live_workers(cluster, k)
+
+    def mf_side(_r: int) -> tuple[list[float], int]:
+        got = asyncio.run(mf_loss(cluster, tmp, k))
+        replace_lost()
+        return got
+
+    def ray_side(_r: int) -> tuple[list[float], int]:
+        got = ray_loss(cluster, tmp, k)
+        replace_lost()
+        return got
+
+    mf, peer = interleave_reps(reps, [mf_side, ray_side])
+    return {"mf": mf, "ray": peer}
 
 
 # -- the table ------------------------------------------------------------------------
@@ -319,8 +436,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="One repetition, small rounds.")
     ap.add_argument("--reps", type=int, default=None, help="Repetitions (default 3).")
     ap.add_argument("--nodes", type=int, default=3, help="Largest number of worker nodes.")
+    ap.add_argument("--loss-reps", type=int, default=None, help="Kills per side (default 3).")
+    add_rule_args(ap)
     args = ap.parse_args()
+    begin(args)
     reps, n_noop, n_sbx = (1, 40, 8) if args.quick else (args.reps or 3, 200, 24)
+    loss_reps = args.loss_reps or (1 if args.quick else 3)
     tmp = Path(tempfile.mkdtemp(prefix="mf-bench-fleet-"))
     rows: list[list[str]] = []
     per_node: dict[str, dict[int, float]] = {"no-op": {}, "sandboxed": {}}
@@ -342,9 +463,7 @@ def main() -> None:
                     f"{label}, {nodes} node(s), {SLOTS * nodes} slots, {n} tasks/round",
                     spread(mf, rate), spread(peer, rate), spread(ratios(mf, peer)),
                 ])  # fmt: skip
-        ray_delays = ray_loss(cluster, tmp, k)
-        cluster.add_nodes([f"node_{k + 1}"], slots=SLOTS, cpus=SLOTS)
-        mf_delays = asyncio.run(mf_loss(cluster, tmp, k))
+        lost = losses(cluster, tmp, k, loss_reps)
         progress("lost node", t0)
     finally:
         cluster.stop()
@@ -372,27 +491,45 @@ def main() -> None:
             f"{label}: MegaFlow tasks/s against 1 node of {SLOTS} slots",
             f"{scale}; {control}", "-", "-",
         ])  # fmt: skip
-    rows.append([
-        f"node lost (SIGKILL), {k} nodes, {2 * k} tasks of {LOSS_SLEEP_S} s: kill -> "
-        "its tasks started on a survivor", seconds(mf_delays), seconds(ray_delays),
-        spread([statistics.median(mf_delays) / statistics.median(ray_delays)])
-        if mf_delays and ray_delays else "-",
-    ])  # fmt: skip
+    mf_all = [d for delays, _ in lost["mf"] for d in delays]
+    ray_all = [d for delays, _ in lost["ray"] for d in delays]
+    per_trial = [
+        statistics.median(a) / statistics.median(b)
+        for (a, _), (b, _) in zip(lost["mf"], lost["ray"], strict=True) if a and b
+    ]  # fmt: skip
+    on_mf = sorted({c for _, c in lost["mf"]})
+    on_ray = sorted({c for _, c in lost["ray"]})
+    rows += [
+        [f"node lost (SIGKILL), {k} nodes, {SLOTS} sandboxed tasks of {LOSS_SLEEP_S} s on "
+         f"the killed node, {loss_reps} kill(s) per side: kill -> each task's command "
+         "started again in a sandbox on a survivor", seconds(mf_all), seconds(ray_all),
+         spread(per_trial)],
+        ["  tasks on the killed node, per kill", ", ".join(map(str, on_mf)),
+         ", ".join(map(str, on_ray)), "-"],
+    ]  # fmt: skip
     notes = (
         f"Nodes: `ray start` worker nodes on this machine ({os.cpu_count()} cores shared by "
         f"all of them and the driver), {SLOTS} slots and {SLOTS} Ray CPUs each, a head with no "
-        f"CPUs; {reps} repetition(s), sides in turn, each ratio MegaFlow / Ray within a "
-        "repetition, median (min-max). MegaFlow runs every task through the scheduler, the "
+        f"CPUs; {reps} repetition(s) after one untimed round of each side, sides in turn "
+        f"({order_text(2)}), each ratio MegaFlow / Ray within a repetition, median "
+        "(min-max). Both sides do the same sandbox work per task: create, the command, the "
+        "agent's look for a `.git` above the workdir (none, so no `git diff`), destroy. "
+        "MegaFlow runs every task through the scheduler, the "
         "builtin agent and the model client in the driver and each sandbox call over gRPC to "
         "the node's agent (no-op: the `dummy` runtime, in memory; sandboxed: `local`, a "
         "bubblewrap sandbox per task); the Ray peer runs only the task body (no state machine, "
         "agent, model or stored result), its worker processes and their runtimes started "
         "before the timer. Per-node scaling on one machine measures the cost of more "
         "processes on the same cores, not the gain of more machines; the control row puts "
-        "all the slots on one node, so slot count and node count can be told apart. The "
-        "lost-node row is one "
-        "kill per side; MegaFlow's figure is the retry's start in the scheduler (the fleet's "
-        "poll_s 0.5 s, lost_after_s 3 s), Ray's the retried function's start on its new node."
+        "all the slots on one node, so slot count and node count can be told apart. Lost "
+        f"node: {loss_reps} kill(s) per side, the order alternating, each trial on {k} live "
+        "nodes (a fresh node replaces each killed one between trials, for both sides), the "
+        f"same {SLOTS} tasks on the killed node (MegaFlow's scheduler packs them there; Ray's "
+        "pinned with soft affinity), the same endpoint: the task's command starting again in "
+        "a new sandbox on a survivor (MegaFlow: the retried attempt's step start in its "
+        "trajectory, with the fleet's poll_s 0.5 s and lost_after_s 3 s; Ray: the retried "
+        "function's mark before its command, its workers and runtimes warmed on every node "
+        "first). The ratio is MegaFlow / Ray of the medians, kill by kill."
     )
     report(
         "fleet",
@@ -401,6 +538,8 @@ def main() -> None:
         rows,
         notes,
         load_before=LOAD_AT_START,
+        args=args,
+        reps=reps,
     )
 
 
