@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from megaflow.cli.common import console, fail
+from megaflow.cli.fit import fitted
 from megaflow.core.errors import MegaFlowError
 
 app = typer.Typer(
@@ -56,7 +56,7 @@ def sim(
     if cost:
         _cost(tasks or 2000, seed, markdown)
         return
-    from megaflow.sim.report import markdown_table, rich_table, tail_flags
+    from megaflow.sim.report import COLUMNS, markdown_table, tail_flags
     from megaflow.sim.studies import POLICIES, arrival_rate
     from megaflow.sim.studies import compare as run_compare
     from megaflow.sim.trace import load_trace, synthetic_trace
@@ -101,8 +101,14 @@ def sim(
         f"{source}{instances:,} instances, {len(used):,} tasks, {queues} queues ({wall:.1f}s wall)"
     )
     flags = tail_flags(reports) if len(reports) > 1 else None
-    wide = Console(width=max(console.width, 200))
-    wide.print(rich_table(reports, title=title, flags=flags))
+    names = [name for name, _, _ in COLUMNS]
+    header = ["policy", *names, *(["vs best heuristic"] if flags is not None else [])]
+    rows = [
+        [name, *(fmt.format(getattr(r, attr)) for _, attr, fmt in COLUMNS)]
+        + ([flags.get(name, "")] if flags is not None else [])
+        for name, r in reports.items()
+    ]
+    console.print(fitted(title, header, rows, console))
     worse = [p for p, f in (flags or {}).items() if f.startswith("WORSE")]
     if worse:
         console.print(
@@ -216,22 +222,14 @@ def train(
 
 
 def _cost(tasks: int, seed: int, markdown: Path | None) -> None:
-    from rich.table import Table
-
     from megaflow.sim.cost import ASSUMPTIONS, COST_COLUMNS, CostScenario, cost_rows, paper_scenario
 
     lines: list[str] = []
-    wide = Console(width=max(console.width, 130))  # the fleet names must not wrap
     for sigma, label in ((0.8, "heavy-tailed lengths"), (0.2, "near-equal lengths")):
         scenario = CostScenario(tasks=tasks, sigma=sigma, seed=seed)
         rows = cost_rows(paper_scenario(scenario))
         title = f"{tasks:,} tasks, {label} (sigma {sigma})"
-        table = Table(title=title)
-        for col in COST_COLUMNS:
-            table.add_column(col)
-        for row in rows:
-            table.add_row(*row)
-        wide.print(table)
+        console.print(fitted(title, COST_COLUMNS, rows, console, keys=2))
         lines += [f"### {title}", "", "| " + " | ".join(COST_COLUMNS) + " |",
                   "|" + "---|" * len(COST_COLUMNS), *("| " + " | ".join(r) + " |" for r in rows),
                   ""]  # fmt: skip
