@@ -6,13 +6,17 @@ conditional write, so of many claimants at once exactly one wins.
 """
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from megaflow.core.errors import AlreadyExists
-from megaflow.storage.lease import DriverLease, Lease, new_owner
+from megaflow.storage.lease import DriverLease, Lease, dead_here, new_owner
 from megaflow.storage.outage import Faults, Outage
 from megaflow.storage.retrying import RetryingMetadataStore
 from megaflow.storage.sqlite import SqliteMetadataStore
@@ -105,9 +109,11 @@ class Freezable(SqliteMetadataStore):
         self.thawed = asyncio.Event()
         self.thawed.set()
 
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         await self.thawed.wait()
-        return await super().claim_lease(run_id, owner, ttl_s)
+        return await super().claim_lease(run_id, owner, ttl_s, replaces=replaces)
 
 
 async def test_the_keeper_renews_refuses_a_second_and_releases(tmp_path: Path) -> None:
@@ -149,3 +155,30 @@ async def test_a_keeper_that_could_not_renew_learns_it_lost_the_run(tmp_path: Pa
 
 async def test_owner_ids_differ_per_keeper() -> None:
     assert new_owner() != new_owner()
+
+
+async def test_a_claim_replaces_only_the_named_holder(backend: Backend) -> None:
+    async with backend.open() as store:
+        await store.claim_lease("r1", "dead", 30)
+        with pytest.raises(AlreadyExists, match=r"\(dead\)"):
+            await store.claim_lease("r1", "b", 30, replaces="someone-else")
+        assert (await store.claim_lease("r1", "b", 30, replaces="dead")).owner == "b"
+        with pytest.raises(AlreadyExists, match=r"\(b\)"):  # b's lease is b's now
+            await store.claim_lease("r1", "c", 30, replaces="dead")
+
+
+async def test_a_dead_driver_of_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here = f"{socket.gethostname()}:{gone.pid}:0000"
+    elsewhere = f"other-host.invalid:{gone.pid}:0000"
+    assert dead_here(here)
+    assert not dead_here(f"{socket.gethostname()}:{os.getpid()}:0000")  # alive
+    assert not dead_here(elsewhere)  # cannot be seen from here: wait for its lease
+    async with SqliteMetadataStore(tmp_path / "m.db") as store:
+        await store.claim_lease("r1", here, 30)
+        async with DriverLease(store, "r1", 30) as keeper:
+            assert (await store.get_lease("r1") or Lease("", "", 0)).owner == keeper.owner
+        await store.claim_lease("r1", elsewhere, 30)
+        with pytest.raises(AlreadyExists, match=r"other-host\.invalid"):
+            await DriverLease(store, "r1", 30).start()

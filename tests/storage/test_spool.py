@@ -148,7 +148,8 @@ def test_the_default_spool_is_the_users_and_keyed_by_the_databases_absolute_path
 
     pg = {"type": "postgres", "dsn": "postgresql://u@db.example:5432/megaflow"}
     first, other = spool_in(tmp_path / "a", pg), spool_in(tmp_path / "b", pg)
-    assert first == other and first.parent == tmp_path / "state" / "megaflow" / "spool"
+    assert first == other
+    assert first.parent == tmp_path / "state" / "megaflow" / "spool"
     sqlite = {"type": "sqlite", "path": ".megaflow/megaflow.db"}
     assert spool_in(tmp_path / "a", sqlite) != spool_in(tmp_path / "b", sqlite)
     explicit = {"metadata": pg, "outage": {"spool_dir": "spool"}}

@@ -14,7 +14,10 @@ train run sampling at temperature 0). A job owns every resource it starts
 (stores, runtime, sandbox pool, model clients, scheduler) and releases them
 in reverse order on every path.
 ``Job.resume(run_id)`` rebuilds the same services from the config stored
-with the run and finishes it after a crash.
+with the run and finishes it after a crash. A job holds its run's driver
+lease in the metadata store from ``start()`` to ``stop()``
+(:mod:`megaflow.storage.lease`): a second job on a live run is refused
+before anything runs, and a job that lost the lease stops.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from megaflow.scheduler.fleet_config import RayFleetConfig
 from megaflow.scheduler.service import Scheduler
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.factory import Stores
+from megaflow.storage.lease import DriverLease
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,8 @@ class Job(Lifecycle):
         self.started_at = 0.0
         self._started: list[Any] = []
         self._planned: dict[str, list[TaskSpec]] | None = None
+        self.lease: DriverLease | None = None
+        """The run's driver lease, held from ``start()`` to ``stop()``: one driver per run."""
         self.warnings: list[str] = submit_warnings(cfg)
 
     @property
@@ -100,6 +106,12 @@ class Job(Lifecycle):
         try:
             await self.stores.start()
             self._started.append(self.stores)
+            # before anything runs: a second driver of a live run is refused here
+            self.lease = DriverLease(
+                self.stores.metadata, self.run_id, cfg.storage.outage.lease_ttl_s
+            )
+            await self.lease.start()
+            self._started.append(self.lease)
             env_metrics = EnvironmentMetrics(self.registry)
             fleet: RayFleet | None = None
             if isinstance(cfg.fleet, RayFleetConfig):
@@ -240,10 +252,12 @@ class Job(Lifecycle):
         the tasks in flight stay in flight in the store for ``--resume``."""
         waiting = asyncio.ensure_future(self._wait_runs())
         outage = asyncio.ensure_future(self.stores.faults.wait())
+        assert self.lease is not None, "the job is not started"
+        lost = asyncio.ensure_future(self.lease.lost())
         try:
-            await asyncio.wait({waiting, outage}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiting, outage, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for fut in (waiting, outage):
+            for fut in (waiting, outage, lost):
                 if not fut.done():
                     fut.cancel()
                     with contextlib.suppress(asyncio.CancelledError, MegaFlowError):
@@ -251,6 +265,8 @@ class Job(Lifecycle):
         finished = waiting.done() and not waiting.cancelled() and waiting.exception() is None
         if not finished and outage.done() and not outage.cancelled():
             raise self._stopped_by(outage.result())
+        if not finished and lost.done() and not lost.cancelled():
+            raise lost.result()
         return waiting.result()
 
     async def _wait_runs(self) -> dict[str, dict[TaskState, int]]:

@@ -128,10 +128,13 @@ class MetadataStore(Lifecycle, abc.ABC):
 
     # -- the driver lease (megaflow.storage.lease) ---------------------------------
     @abc.abstractmethod
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         """Take the driver lease of ``run_id`` for ``owner`` until ``ttl_s`` from now,
-        in one atomic write: when no lease is held, the last one has ended, or ``owner``
-        holds it (a renewal). Otherwise raise ``AlreadyExists`` naming the holder
+        in one atomic write: when no lease is held, the last one has ended, ``owner``
+        holds it (a renewal), or ``replaces`` does (a holder known to be dead).
+        Otherwise raise ``AlreadyExists`` naming the holder
         (:func:`~megaflow.storage.lease.held_by`)."""
 
     @abc.abstractmethod

@@ -16,7 +16,10 @@ store) past the end of its lease, while another process took the run over,
 learns it at its next renewal: :meth:`DriverLease.lost` then gives the error
 its job stops with, instead of two drivers racing on one run. A driver that
 dies leaves its lease to end by itself, so ``--resume`` works ``ttl_s``
-after a crash.
+after a crash; on the host where it ran, a driver whose process is gone
+(:func:`dead_here`) is taken over at once. Processes on hosts of the same
+name must share one pid namespace for that check (containers have hosts of
+their own names).
 
 Clocks: a lease's end is written with the claimant's wall clock and compared
 with the next claimant's. Hosts that drive the same run must agree on the
@@ -61,6 +64,24 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+def dead_here(owner: str) -> bool:
+    """Whether ``owner`` was a process of this host that no longer runs. Its lease
+    need not be waited out: ``--resume`` right after a crash on the same host takes
+    the run over at once. A live pid (even one reused by another program), or
+    another host's owner, is never judged dead: their leases end by themselves."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def held_by(holder: Lease, now: float | None = None) -> AlreadyExists:
     """The error for a claim refused because ``holder`` drives the run."""
     now = time.time() if now is None else now
@@ -96,7 +117,21 @@ class DriverLease(Lifecycle):
 
     async def start(self) -> None:
         self._lost = asyncio.get_running_loop().create_future()
-        self.lease = await self.metadata.claim_lease(self.run_id, self.owner, self.ttl_s)
+        try:
+            self.lease = await self.metadata.claim_lease(self.run_id, self.owner, self.ttl_s)
+        except AlreadyExists:
+            holder = await self.metadata.get_lease(self.run_id)
+            if holder is not None and not dead_here(holder.owner):
+                raise
+            if holder is not None:
+                log.warning(
+                    "run %s: its last driver %s is no longer running; taking the run over",
+                    self.run_id, holder.owner,
+                )  # fmt: skip
+            self.lease = await self.metadata.claim_lease(
+                self.run_id, self.owner, self.ttl_s,
+                replaces=None if holder is None else holder.owner,
+            )  # fmt: skip
         self._renewer = asyncio.create_task(self._renew(), name=f"lease {self.run_id}")
 
     async def _renew(self) -> None:

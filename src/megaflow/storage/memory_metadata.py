@@ -210,10 +210,12 @@ class MemoryMetadataStore(MetadataStore):
         return [r.model_copy(deep=True) for r in mine]
 
     # -- the driver lease ----------------------------------------------------------
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         leases, now = self._data().leases, time.time()
         held = leases.get(run_id)
-        if held is not None and held.owner != owner and held.expires_at >= now:
+        if held is not None and held.owner not in (owner, replaces) and held.expires_at >= now:
             raise held_by(held, now)
         leases[run_id] = lease = Lease(run_id, owner, now + ttl_s)
         return lease

@@ -301,9 +301,12 @@ class MongoMetadataStore(MetadataStore):
 
     # -- the driver lease: a conditional upsert -------------------------------------
     @_storage_errors
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         now = time.time()
-        mine = {"$or": [{"owner": owner}, {"expires_at": {"$lt": now}}]}
+        owners = [owner] if replaces is None else [owner, replaces]
+        mine = {"$or": [{"owner": {"$in": owners}}, {"expires_at": {"$lt": now}}]}
         try:  # a lease held by another matches nothing: the upsert's insert hits its _id
             await self._coll("leases").update_one(
                 {"_id": run_id, **mine},

@@ -285,14 +285,16 @@ class PostgresMetadataStore(MetadataStore):
         return [TaskResult.model_validate_json(r[0]) for r in rows]
 
     # -- the driver lease: one INSERT ... ON CONFLICT ... WHERE ---------------------
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         now = time.time()
         took = await self._fetchall(
             "INSERT INTO leases (run_id, owner, expires_at) VALUES (%s, %s, %s) "
             "ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, "
             "expires_at = EXCLUDED.expires_at WHERE leases.owner = EXCLUDED.owner "
-            "OR leases.expires_at < %s RETURNING expires_at",
-            (run_id, owner, now + ttl_s, now),
+            "OR leases.owner = %s::text OR leases.expires_at < %s RETURNING expires_at",
+            (run_id, owner, now + ttl_s, replaces, now),
         )
         if took:
             return Lease(run_id, owner, float(took[0][0]))

@@ -199,14 +199,16 @@ class RetryingMetadataStore(MetadataStore):
             f"list the results of {run_id}", lambda: self.inner.list_results(run_id)
         )
 
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         async def settled(exc: Exception) -> Lease | None:
             held = await self.inner.get_lease(run_id)  # refused after a lost reply: ours
             return held if isinstance(exc, AlreadyExists) and held and held.owner == owner else None
 
         return await self.outage.call(
             f"claim the driver lease of {run_id}",
-            lambda: self.inner.claim_lease(run_id, owner, ttl_s),
+            lambda: self.inner.claim_lease(run_id, owner, ttl_s, replaces=replaces),
             settled,
         )
 

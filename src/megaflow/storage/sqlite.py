@@ -305,14 +305,16 @@ class SqliteMetadataStore(MetadataStore):
         return [TaskResult.model_validate_json(r[0]) for r in rows]
 
     # -- the driver lease: one conditional upsert -----------------------------------
-    async def claim_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def claim_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, replaces: str | None = None
+    ) -> Lease:
         now = time.time()
         took = self.conn.execute(
             "INSERT INTO leases (run_id, owner, expires_at) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
             "expires_at = excluded.expires_at WHERE leases.owner = excluded.owner "
-            "OR leases.expires_at < ?",
-            (run_id, owner, now + ttl_s, now),
+            "OR leases.owner = ? OR leases.expires_at < ?",
+            (run_id, owner, now + ttl_s, replaces, now),
         ).rowcount
         lease = await self.get_lease(run_id)
         if lease is None or not took:
