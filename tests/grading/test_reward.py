@@ -61,4 +61,4 @@ def test_every_grader_config_has_its_tag() -> None:
         cls = typing.get_args(member)[0]
         tags.add(cls.model_fields["type"].default)
         assert cls.model_config.get("extra") == "forbid"
-    assert tags == {"swebench", "script", "python", "judge"}
+    assert tags == {"swebench", "script", "python", "judge", "sets"}

@@ -156,11 +156,46 @@ def _tag(value: Any) -> str:
     return str(getattr(value, "type", "swebench"))
 
 
-GraderConfig = Annotated[
+LeafGraderConfig = Annotated[
     Annotated[SwebenchGraderConfig, Tag("swebench")]
     | Annotated[ScriptGraderConfig, Tag("script")]
     | Annotated[PythonGraderConfig, Tag("python")]
     | Annotated[JudgeGraderConfig, Tag("judge")],
+    Discriminator(_tag),
+]
+"""Every grader that grades a task itself."""
+
+
+class SetsGraderConfig(BaseModel):
+    """Each task graded by its task set's grader (the payload's ``megaflow_set``), or
+    by ``default`` when it names no set here: what a train run with ``train.sets``
+    grades by (docs/train-loop.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["sets"] = Field("sets", description="This grader's tag.")
+    sets: dict[str, LeafGraderConfig] = Field(description="Each set's grader, by set name.")
+    default: LeafGraderConfig = Field(
+        default_factory=SwebenchGraderConfig, description="The grader of every other task."
+    )
+
+    def build(
+        self, calibrations: CalibrationCache | None = None, model: ModelClient | None = None
+    ) -> Grader:
+        from megaflow.grading.sets import SetsGrader
+
+        return SetsGrader(
+            {name: cfg.build(calibrations, model) for name, cfg in self.sets.items()},
+            self.default.build(calibrations, model),
+        )
+
+
+GraderConfig = Annotated[
+    Annotated[SwebenchGraderConfig, Tag("swebench")]
+    | Annotated[ScriptGraderConfig, Tag("script")]
+    | Annotated[PythonGraderConfig, Tag("python")]
+    | Annotated[JudgeGraderConfig, Tag("judge")]
+    | Annotated[SetsGraderConfig, Tag("sets")],
     Discriminator(_tag),
 ]
 """Every grader's config: the union is the list of graders."""

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from megaflow.train.config import TrainerConfig
+from megaflow.train.task_sets import CurriculumConfig, TaskSetConfig, unique_names
 from megaflow.train.weight_sync.config import InProcessSyncConfig, WeightSyncConfig
 
 
@@ -47,6 +48,15 @@ class TrainingConfig(TrainerConfig):
         default_factory=SplitConfig, description="The prompts trained on; the run's tasks."
     )
     held_out: SplitConfig = Field(description="The split evaluated (never trained on).")
+    sets: list[TaskSetConfig] | None = Field(
+        None,
+        min_length=1,
+        description="Train on several task sets, each with its weight and grading, in place "
+        "of train_split (docs/train-loop.md, 'Several task sets').",
+    )
+    curriculum: CurriculumConfig | None = Field(
+        None, description="With sets: sample tasks by their running pass rate."
+    )
     prompts_per_step: int = Field(4, ge=1, le=10_000, description="Groups per training step.")
     steps: int = Field(10, ge=1, le=1_000_000, description="Training steps in the run.")
     eval_every: int = Field(
@@ -128,6 +138,17 @@ class TrainingConfig(TrainerConfig):
     def _async_only(self) -> TrainingConfig:
         if self.mode == "sync" and self.lookahead is not None:
             raise ValueError("lookahead applies to mode: async only")
+        return self
+
+    @model_validator(mode="after")
+    def _sets(self) -> TrainingConfig:
+        unique_names(self.sets)
+        if self.sets is None and self.curriculum is not None:
+            raise ValueError("curriculum applies with sets only")
+        if self.sets is not None and self.train_split != SplitConfig():
+            raise ValueError("sets replace train_split: give one of the two")
+        if self.sets is not None and self.algorithm.dynamic_sampling:
+            raise ValueError("sets do not refill filtered groups: turn dynamic_sampling off")
         return self
 
     @property

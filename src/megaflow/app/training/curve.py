@@ -30,6 +30,11 @@ class StepPoint(BaseModel):
     reweighted: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    sets: dict[str, dict[str, float | int | None]] | None = Field(
+        None,
+        description="A run with train.sets: each set's samples (graded), reward_mean and "
+        "pass_rate (share of graded samples with reward 1) in the step.",
+    )
 
 
 class EvalPoint(BaseModel):

@@ -42,6 +42,7 @@ from megaflow.app.training.curve import Curve, StepPoint
 from megaflow.app.training.engines import launched_engines
 from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
+from megaflow.app.training.mixed import MixedPlan, mixed_plan, with_set_grading
 from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.probe import check_tokenizer
 from megaflow.app.training.refill import refill_step
@@ -73,7 +74,7 @@ class LoopState(BaseModel):
     curve: Curve
 
 
-def plan_key(plan: PromptPlan) -> str:
+def plan_key(plan: PromptPlan | MixedPlan) -> str:
     """Names the planned sequence; a resumed run must plan the same one."""
     return hashlib.sha256("\n".join(plan.sequence()).encode()).hexdigest()[:16]
 
@@ -95,12 +96,15 @@ class TrainLoop:
         self.say = printer
         self.splits: Splits = load_splits(cfg, config_dir)
         policy_dir(cfg)  # a bad model fails here, before anything starts
-        self.plan = PromptPlan(
+        self.plan: PromptPlan | MixedPlan = PromptPlan(
             tuple(i.instance_id for i in self.splits.train),
             self.tc.prompts_per_step,
             self.tc.steps,
             self.tc.seed,
         )
+        if self.tc.sets is not None:  # several task sets: their plan, each set's grader
+            cfg = self.cfg = with_set_grading(cfg)
+            self.plan = mixed_plan(cfg, config_dir)
         self.config_dir = config_dir
         self.job = Job(cfg, run_id=run_id, config_dir=config_dir)
         self.incarnation = secrets.token_hex(3)
@@ -189,6 +193,9 @@ class TrainLoop:
 
     async def _submit(self, rollouts: Rollouts, step: int) -> str:
         name = round_name(self.incarnation, step)
+        if isinstance(self.plan, MixedPlan):
+            await self.plan.submit(rollouts, name, step, self.cfg.samples, self.cfg)
+            return name
         insts = [self.splits.by_id[i] for i in self.plan.batch(step)]
         await rollouts.submit(name, insts, self.cfg.samples, TaskType.TRAIN)
         return name
@@ -203,6 +210,7 @@ class TrainLoop:
                 if s not in runs:
                     runs[s] = await self._submit(rollouts, s)
             batch = await rollouts.collect(runs.pop(step))
+            mixed = self.plan.observe(batch, step) if isinstance(self.plan, MixedPlan) else None
             _check_usable(batch, step, self.run_id)
             flat = 0 if has_signal(batch) else flat + 1
             _check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
@@ -233,8 +241,10 @@ class TrainLoop:
                 samples=stale.samples, dropped=stale.dropped, reweighted=stale.reweighted,
                 tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
             )  # fmt: skip
+            point.sets = None if mixed is None else mixed.figures()
             self.curve.steps.append(point)
-            self.say(step_line(point, tc, batch.masked, stats))
+            line = step_line(point, tc, batch.masked, stats)
+            self.say(line if mixed is None else line + mixed.line())
             last = step == tc.steps
             if last or (tc.eval_every and step % tc.eval_every == 0):
                 await self._evaluate(rollouts, step)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from megaflow.app.groups import finished_groups
 from megaflow.app.job import Job
 from megaflow.core.errors import NotFound
-from megaflow.core.tasks import TaskType, Timeouts, sample_id
+from megaflow.core.tasks import TaskSpec, TaskType, Timeouts, sample_id
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.task_specs import to_task_specs
 from megaflow.grading.reward import sample_reward
@@ -98,6 +98,13 @@ class Rollouts:
         self._ids[name] = [s.id for s in specs]
         await self.job.submit_tasks(specs)
         return [s.id for s in specs]
+
+    async def submit_specs(self, name: str, specs: Sequence[TaskSpec]) -> list[str]:
+        """Queue round ``name`` made of ``specs`` as given (a mixed run's tasks, which
+        are not all SWE-bench instances; :mod:`megaflow.app.training.mixed`)."""
+        self._ids[name] = [s.id for s in specs]
+        await self.job.submit_tasks(list(specs))
+        return list(self._ids[name])
 
     async def scores(self, name: str) -> tuple[list[float], int]:
         """Wait for round ``name`` (a held-out one, whose trajectories keep no tokens);
