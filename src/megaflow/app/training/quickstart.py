@@ -23,6 +23,9 @@ from megaflow.datasets.loader import load_instances
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.warm_start import WarmStartConfig, load_conversations, warm_start
 
+REPORT_S = 10.0
+"""Longest time between two warm-start progress lines."""
+
 SFT_STEPS = 1000
 """Warm-start steps: the copy of names and values from the issue forms late."""
 
@@ -40,21 +43,31 @@ def prepare(
     say: Callable[[str], None] | None = _print,
 ) -> Path:
     """Build and warm-start the policy in a temporary folder, then move it to ``out``,
-    so an interrupted build leaves no half-made model behind. ``say`` gets a
-    progress line every 100 steps (None: silent)."""
+    so an interrupted build leaves no half-made model behind. ``say`` gets a line
+    before each phase and a progress line after the first step and then at most every
+    :data:`REPORT_S` seconds, so a loaded machine is never silent for long (None:
+    silent)."""
     convs = load_conversations(tasks / "demonstrations.jsonl")
     train = load_instances(tasks / "train.jsonl")
     texts = [render(c) for c in convs] + [i.problem_statement for i in train]
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    last = [-REPORT_S]
 
     def progress(step: int, steps: int, loss: float) -> None:
-        if say is not None:
-            say(f"warm start: step {step}/{steps}, loss {loss:.3f}, {time.monotonic() - t0:.0f} s")
+        now = time.monotonic() - t0
+        if say is not None and (step == 1 or step == steps or now - last[0] >= REPORT_S):
+            last[0] = now
+            say(f"warm start: step {step}/{steps}, loss {loss:.3f}, {now:.0f} s")
 
+    if say is not None:
+        say(f"warm start: building the tokenizer and policy from {len(texts)} texts")
     with tempfile.TemporaryDirectory(prefix=".policy-", dir=out.parent) as tmp:
         built = build_policy(Path(tmp) / "policy", texts, PolicyConfig(seed=seed))
-        losses = warm_start(built, convs, WarmStartConfig(steps=sft_steps, seed=seed), progress)
+        if say is not None:
+            say(f"warm start: {sft_steps} steps on {len(convs)} demonstrations")
+        config = WarmStartConfig(steps=sft_steps, seed=seed, report_every=1)
+        losses = warm_start(built, convs, config, progress)
         if losses and say is not None:
             say(f"warm start: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
         shutil.move(str(built), out)
