@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -99,7 +100,8 @@ def test_nothing_answers_without_the_token(client: TestClient) -> None:
         assert client.get(path, headers={"authorization": "Bearer " + "w" * 32}).status_code == 401
     for page in ("/", f"/run?id={RUN}", "/task?id=x", "/trajectory?id=x"):
         resp = client.get(page)
-        assert (resp.status_code, resp.headers["location"]) == (303, "/login"), page
+        where = "/login" if page == "/" else "/login?next=" + quote(page, safe="")
+        assert (resp.status_code, resp.headers["location"]) == (303, where), page
     assert client.get("/login").status_code == 200
     client.cookies.set(COOKIE, "forged")
     assert client.get("/api/runs").status_code == 401

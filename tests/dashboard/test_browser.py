@@ -144,11 +144,12 @@ def test_dashboard_pages_live_run_and_token(tmp_path: Path, browser: Any, shots:
         page.screenshot(path=str(shots / "task.png"), full_page=True)
 
         page.get_by_role("link", name="trajectory").click()
-        page.wait_for_selector("#steps .step")
-        kinds = page.locator("#steps .step .kind").all_inner_texts()
+        page.wait_for_selector("#steps .turn")
+        kinds = page.locator("#steps .turn .kind").all_inner_texts()
         assert any("model call" in k for k in kinds)
-        assert any("action" in k for k in kinds)
-        assert any("observation" in k for k in kinds)
+        tools = page.locator("#steps .turn .tool").all_inner_texts()
+        assert any("action" in k for k in tools)
+        assert any("observation" in k for k in tools)
         page.screenshot(path=str(shots / "trajectory.png"), full_page=True)
     finally:
         dash.terminate()

@@ -97,7 +97,7 @@ def test_training_page(tmp_path: Path, stores: list[str], browser: Any, shots: P
         page.get_by_role("link", name="tr-a").click()
         page.wait_for_selector("#steps-table")
         assert page.locator("#steps-table tr").count() == 4
-        for chart in ("reward", "loss", "kl", "version"):
+        for chart in ("reward", "loss", "kl", "stale"):
             page.wait_for_selector(f"#{chart}-chart canvas")
         assert "checkpoint train/checkpoints/tr-a" in page.locator("#source").inner_text()
         page.screenshot(path=str(shots / "training-run.png"), full_page=True)

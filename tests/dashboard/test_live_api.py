@@ -92,7 +92,8 @@ def test_sandboxes_cpu_and_memory(app_parts: tuple[TestClient, CollectorRegistry
     env.sandbox_usage("local", "sb-1", cpu_seconds=10.0, memory_bytes=64 << 20)
     first = client.get("/api/sandboxes", headers=H).json()
     assert first["reason"] is None
-    assert first["states"] == {"job/local": {"busy": 1.0}}
+    assert first["states"] == [{"runtime": "local", "source": "job", "states": {"busy": 1.0}}]
+    assert (first["live"], first["measured"]) == (1, 1)  # the page's two counts agree
     [row] = first["sandboxes"]
     assert (row["sandbox"], row["memory_bytes"], row["cpu_percent"]) == ("sb-1", 64 << 20, None)
     clock.now += 4.0
@@ -123,7 +124,7 @@ def test_scheduler_figures(app_parts: tuple[TestClient, CollectorRegistry, Clock
 
 async def test_no_source_says_so_and_invents_nothing() -> None:
     view = await LiveMetrics([]).sandboxes()
-    assert (view["reason"], view["sandboxes"], view["states"]) == (NO_SOURCE, [], {})
+    assert (view["reason"], view["sandboxes"], view["states"]) == (NO_SOURCE, [], [])
     down = LiveMetrics([MetricsSource(name="gone", url="http://127.0.0.1:9/metrics")])
     sched = await down.scheduler()
     assert sched["reason"] == "no metrics source answered"

@@ -109,15 +109,16 @@ class LiveMetrics:
         return None if found else f"the metrics read export no {what}"
 
     async def sandboxes(self) -> dict[str, Any]:
-        """Live sandboxes by state and each one's CPU time, CPU share and memory."""
+        """Live sandboxes by runtime and state (``live`` in all) and each one's CPU time, CPU
+        share and memory; ``measured`` counts those with a cgroup reading so far (a runtime
+        reads them every ``reap_interval_s``, so a new sandbox is live before it is measured)."""
         read, status = await self._scrape()
         by_id: dict[tuple[str, str, str], dict[str, object]] = {}
-        states: dict[str, dict[str, float]] = {}
+        states: dict[tuple[str, str], dict[str, float]] = {}
         for src, samples in read:
             for name, labels, value in samples:
                 if name == "megaflow_sandboxes":
-                    runtime = f"{src}/{labels['runtime']}"
-                    states.setdefault(runtime, {})[labels["state"]] = value
+                    states.setdefault((labels["runtime"], src), {})[labels["state"]] = value
                 elif name in ("megaflow_sandbox_cpu_seconds", "megaflow_sandbox_memory_bytes"):
                     key = (src, labels["runtime"], labels["sandbox"])
                     row = by_id.setdefault(
@@ -133,7 +134,12 @@ class LiveMetrics:
         return {
             "sources": status,
             "reason": self._reason(status, found, "sandbox metrics"),
-            "states": states,
+            "states": [
+                {"runtime": rt, "source": src, "states": by}
+                for (rt, src), by in sorted(states.items())
+            ],
+            "live": int(sum(v for by in states.values() for v in by.values())),
+            "measured": len(by_id),
             "sandboxes": sorted(by_id.values(), key=lambda r: str(r["sandbox"])),
         }
 

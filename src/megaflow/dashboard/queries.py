@@ -6,9 +6,10 @@ count graded samples only (tasks that ended SUCCEEDED): the resolved rate is
 the share of them the agent solved, the reward mean and spread are over
 them. Throughput is finished tasks per second since the run was created.
 A task's time is the sum of its result's stage times (sandbox start,
-preparation, agent, grading: :data:`DURATION_PARTS`). The trajectory view of a ``train`` sample adds
-its token sequence through :func:`megaflow.train.samples.sample_from_trajectory`,
-or the reason it has none.
+preparation, agent, grading: :data:`DURATION_PARTS`). A run's task list is
+paged, sorted and searched here (:func:`run_tasks`), so a run of thousands
+of tasks sends one page; each row carries its id relative to the run. The trajectory page's data is
+:mod:`megaflow.dashboard.trajectories`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ import time
 from collections import Counter
 from typing import Any
 
-from megaflow.core.errors import NotFound
+from megaflow.core.errors import InvalidInput, NotFound
+from megaflow.core.outcomes import is_error, outcome
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult, group_id
-from megaflow.core.trajectory import Trajectory
+from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
-from megaflow.train.samples import TokenDrift, sample_from_trajectory
 
 HISTOGRAM_BINS = 10
 DURATION_PARTS = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
@@ -124,6 +124,27 @@ def _task_type(rec: TaskRecord) -> str:
     return rec.spec.type.value if rec.spec.type is not None else "eval"
 
 
+PAGE_SIZE = 50
+SORT_KEYS = ("id", "state", "type", "attempts", "outcome", "reward", "duration_s")
+"""The columns a run's task list sorts by (a leading ``-`` sorts descending)."""
+
+
+def _short(run_id: str, task_id: str) -> str:
+    """A task's id relative to its run (the run prefix is in the page's title)."""
+    prefix = run_id + "/"
+    return task_id[len(prefix) :] if task_id.startswith(prefix) else task_id
+
+
+def _sorted(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    key = sort.lstrip("-")
+    if key not in SORT_KEYS:
+        raise InvalidInput(f"sort: unknown column {key!r}; one of {', '.join(SORT_KEYS)}")
+    present = [r for r in rows if r[key] is not None]
+    missing = [r for r in rows if r[key] is None]  # no figure: last either way
+    present.sort(key=lambda r: r[key], reverse=sort.startswith("-"))
+    return present + missing
+
+
 async def run_tasks(
     meta: MetadataStore,
     run_id: str,
@@ -131,19 +152,29 @@ async def run_tasks(
     state: str | None = None,
     task_type: str | None = None,
     error_kind: str | None = None,
+    search: str | None = None,
+    sort: str = "id",
+    page: int = 1,
+    per_page: int = PAGE_SIZE,
 ) -> dict[str, Any]:
-    """A run's tasks, filtered by state, type and error kind, with reward and time histograms
-    over the tasks shown."""
+    """A run's tasks, filtered by state, type, error kind and a search in id and error
+    (case-insensitive), sorted, one page of them; the reward and time histograms are over
+    every task that matched, not only the page."""
     await meta.get_run(run_id)
+    if page < 1 or not 1 <= per_page <= 1000:
+        raise InvalidInput("page must be >= 1 and per_page between 1 and 1000")
     results = _results(await meta.list_results(run_id))
+    needle = (search or "").strip().lower()
     rows: list[dict[str, Any]] = []
     for rec in await meta.list_tasks(run_id):
         res = results.get(rec.id)
         row: dict[str, Any] = {
             "id": rec.id,
+            "short_id": _short(run_id, rec.id),
             "state": rec.state.value,
             "type": _task_type(rec),
             "attempts": rec.attempts,
+            "outcome": outcome(rec.state, res),
             "success": res.success if res is not None else None,
             "reward": res.reward if res is not None and rec.state is TaskState.SUCCEEDED else None,
             "duration_s": _duration(res),
@@ -156,12 +187,21 @@ async def run_tasks(
             continue
         if error_kind and row["error_kind"] != error_kind:
             continue
+        if needle and needle not in f"{rec.id}\n{row['error'] or ''}".lower():
+            continue
         rows.append(row)
     rewards = [r["reward"] for r in rows if r["reward"] is not None]
     times = [r["duration_s"] for r in rows if r["duration_s"] is not None]
+    ordered = _sorted(rows, sort)
+    pages = max(1, -(-len(ordered) // per_page))
     return {
         "run": run_id,
-        "tasks": rows,
+        "tasks": ordered[(page - 1) * per_page : page * per_page],
+        "matched": len(ordered),
+        "page": page,
+        "pages": pages,
+        "per_page": per_page,
+        "sort": sort,
         "reward_histogram": histogram(rewards, span=(0.0, 1.0)),
         "time_histogram": histogram(times),
     }
@@ -179,63 +219,33 @@ async def _text(artifacts: ArtifactStore, key: str | None) -> str | None:
 async def task_detail(
     meta: MetadataStore, artifacts: ArtifactStore, task_id: str
 ) -> dict[str, Any]:
-    """One task: its spec, state, attempts, result, grade report and patch."""
+    """One task: its outcome and error message (the result's, else the record's), attempts,
+    result, grade report and patch."""
     rec = await meta.get_task(task_id)
     try:
         res: TaskResult | None = await meta.get_result(task_id)
     except NotFound:
         res = None
     grade_text = await _text(artifacts, res.artifacts.get("grade") if res else None)
+    attempts = [a.model_dump(mode="json") for a in await meta.list_attempts(task_id)]
+    if attempts and res is not None and res.error and not attempts[-1]["error"]:
+        # the agent's own failure ends the attempt as a success; its message is the result's
+        attempts[-1].update(error=res.error, error_kind=_error_kind(rec, res), error_from="result")
     return {
         "id": rec.id,
         "run": rec.spec.run_id,
         "state": rec.state.value,
         "type": _task_type(rec),
-        "error": rec.error,
-        "attempts": [a.model_dump(mode="json") for a in await meta.list_attempts(task_id)],
+        "outcome": outcome(rec.state, res),
+        "errored": is_error(outcome(rec.state, res)),
+        "error": (res.error if res is not None else None) or rec.error,
+        "error_kind": _error_kind(rec, res),
+        "attempts": attempts,
         "result": res.model_dump(mode="json") if res is not None else None,
         "grade": json.loads(grade_text) if grade_text else None,
         "patch": await _text(artifacts, res.artifacts.get("patch") if res else None),
         "has_trajectory": res is not None and "trajectory" in res.artifacts,
     }
-
-
-def _sample_view(traj: Trajectory, reward: float, task_type: str) -> dict[str, Any]:
-    try:
-        sample = sample_from_trajectory(
-            traj, reward, group_id=str(traj.meta.get("group_id", traj.task_id)), task_type=task_type
-        )
-    except TokenDrift as exc:
-        return {"problem": str(exc)}
-    return {
-        "prompt_ids": sample.prompt_ids,
-        "completion_ids": sample.completion_ids,
-        "logprobs": sample.logprobs,
-        "loss_mask": sample.loss_mask,
-        "weights_version": sample.weights_version,
-    }
-
-
-async def trajectory_view(
-    meta: MetadataStore, artifacts: ArtifactStore, task_id: str
-) -> dict[str, Any]:
-    """A task's stored trajectory, step by step; a ``train`` sample also gets its tokens."""
-    rec = await meta.get_task(task_id)
-    res = await meta.get_result(task_id)
-    key = res.artifacts.get("trajectory")
-    text = await _text(artifacts, key)
-    if text is None:
-        raise NotFound(f"task {task_id} has no stored trajectory")
-    traj = Trajectory.model_validate(json.loads(text))
-    kind = str(traj.meta.get("task_type", _task_type(rec)))
-    view: dict[str, Any] = {
-        "task": task_id,
-        "group": group_id(rec.spec),
-        "type": kind,
-        "trajectory": traj.model_dump(mode="json"),
-        "sample": _sample_view(traj, res.reward, kind) if kind == "train" else None,
-    }
-    return view
 
 
 async def queued_by_type(meta: MetadataStore) -> dict[str, Any]:

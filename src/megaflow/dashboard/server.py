@@ -11,11 +11,13 @@ from the metadata store, and ends when the client goes away.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Form, Request
 from fastapi.responses import (
@@ -27,8 +29,8 @@ from fastapi.responses import (
     StreamingResponse,
 )
 
-from megaflow.core.errors import NotFound
-from megaflow.dashboard import queries
+from megaflow.core.errors import InvalidInput, NotFound
+from megaflow.dashboard import queries, trajectories
 from megaflow.dashboard.auth import COOKIE, OPEN_PATHS, DashboardAuth
 from megaflow.dashboard.live import LiveMetrics
 from megaflow.dashboard.training import TrainingRuns
@@ -75,36 +77,40 @@ def create_app(
             request.headers.get("authorization"), request.cookies.get(COOKIE)
         ):
             return await call_next(request)
-        if request.url.path in PAGES:
-            return RedirectResponse("/login", status_code=303)
+        if request.url.path in PAGES:  # back to this page after signing in
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            target = "/login" if here == "/" else f"/login?next={quote(here, safe='')}"
+            return RedirectResponse(target, status_code=303)
         return JSONResponse(
             {"error": "missing or wrong bearer token"},
             status_code=401,
             headers={"www-authenticate": "Bearer"},
         )
 
-    def _login_page(error: str = "") -> HTMLResponse:
-        html = _static("login.html").read_text().replace("{{error}}", error)
-        return HTMLResponse(html, status_code=401 if error else 200)
+    def _login_page(error: str = "", next: str = "/") -> HTMLResponse:
+        text = _static("login.html").read_text().replace("{{error}}", error)
+        text = text.replace("{{next}}", html.escape(_local(next), quote=True))
+        return HTMLResponse(text, status_code=401 if error else 200)
 
-    def _signed_in() -> RedirectResponse:
-        resp = RedirectResponse("/", status_code=303)
+    def _signed_in(next: str = "/") -> RedirectResponse:
+        resp = RedirectResponse(_local(next), status_code=303)
         resp.set_cookie(COOKIE, auth.session_value, httponly=True, samesite="strict")
         return resp
 
     @app.get("/login")
-    async def login_form(code: str | None = None) -> Response:
+    async def login_form(code: str | None = None, next: str = "/") -> Response:
         if code is None:
-            return _login_page()
+            return _login_page(next=next)
         if auth.redeem(code):
-            return _signed_in()
-        return _login_page("That link was already used or is not valid; enter the token.")
+            return _signed_in(next)
+        msg = "That link was already used or is not valid; enter the token."
+        return _login_page(msg, next)
 
     @app.post("/login")
-    async def login(token: str = Form("")) -> Response:
+    async def login(token: str = Form(""), next: str = Form("/")) -> Response:
         if auth.token_matches(token):
-            return _signed_in()
-        return _login_page("Wrong token.")
+            return _signed_in(next)
+        return _login_page("Wrong token.", next)
 
     for path, name in PAGES.items():
         app.add_api_route(path, _page(name), methods=["GET"], response_class=HTMLResponse)
@@ -123,10 +129,18 @@ def create_app(
 
     @app.get("/api/run")
     async def run(
-        id: str, state: str | None = None, type: str | None = None, error_kind: str | None = None
+        id: str,
+        state: str | None = None,
+        type: str | None = None,
+        error_kind: str | None = None,
+        q: str | None = None,
+        sort: str = "id",
+        page: int = 1,
+        per_page: int = queries.PAGE_SIZE,
     ) -> Any:
+        filters = {"state": state, "task_type": type, "error_kind": error_kind, "search": q}
         return await _found(
-            lambda: _run_view(meta, id, state=state, task_type=type, error_kind=error_kind)
+            lambda: _run_view(meta, train, id, sort=sort, page=page, per_page=per_page, **filters)
         )
 
     @app.get("/api/task")
@@ -135,7 +149,7 @@ def create_app(
 
     @app.get("/api/trajectory")
     async def trajectory(id: str) -> Any:
-        return await _found(lambda: queries.trajectory_view(meta, artifacts, id))
+        return await _found(lambda: trajectories.trajectory_view(meta, artifacts, id))
 
     @app.get("/api/sandboxes")
     async def sandboxes() -> Any:
@@ -151,7 +165,7 @@ def create_app(
     async def training_runs(id: str | None = None) -> Any:
         if id is None:
             return await train.list()
-        return await _found(lambda: train.curve(id))
+        return await _found(lambda: _training_view(meta, train, id))
 
     @app.get("/api/stream")
     async def stream(request: Request, run: str | None = None) -> StreamingResponse:
@@ -183,10 +197,32 @@ def _page(name: str) -> Callable[[], Awaitable[HTMLResponse]]:
     return page
 
 
-async def _run_view(meta: MetadataStore, run_id: str, **filters: Any) -> dict[str, Any]:
+async def _run_view(
+    meta: MetadataStore, train: TrainingRuns, run_id: str, **filters: Any
+) -> dict[str, Any]:
     view = await queries.run_tasks(meta, run_id, **filters)
     view["summary"] = await queries.run_summary(meta, run_id)
+    view["training"] = run_id in await train.run_ids()  # the run page links its curves
     return view
+
+
+async def _training_view(meta: MetadataStore, train: TrainingRuns, run_id: str) -> Any:
+    """A training run's curve, with its config and rollouts when the metadata store has
+    the run (``megaflow train`` records its run there under the same id)."""
+    view = await train.curve(run_id)
+    try:
+        run = await meta.get_run(run_id)
+    except NotFound:
+        view.update(config=None, has_run=False)
+    else:
+        view.update(config=run.config, has_run=True)
+    return view
+
+
+def _local(next: str) -> str:
+    """Where to go after signing in: a path on this server, else the runs page."""
+    ok = next.startswith("/") and not next.startswith("//") and "\\" not in next
+    return next if ok else "/"
 
 
 async def _found(fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -194,6 +230,8 @@ async def _found(fn: Callable[[], Awaitable[Any]]) -> Any:
         return await fn()
     except NotFound as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
+    except InvalidInput as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
 
 
 async def serve(

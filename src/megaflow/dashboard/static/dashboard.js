@@ -55,7 +55,7 @@ const MF = {
     const xs = hist.edges.map((e) => e + step / 2);
     const opts = {
       title, width: 420, height: 220, legend: { show: false },
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
       axes: [{ label: unit }, { label: "tasks" }],
       series: [{}, { label: "tasks", fill: "rgba(47,125,50,0.35)", stroke: "#2f7d32",
         paths: uPlot.paths.bars({ size: [0.9] }) }],
@@ -93,7 +93,7 @@ MF.poll = function (path, onData, seconds = 2) {
 MF.sources = function (target, view) {
   const rows = view.sources.map((s) => [s.name, s.ok ? "ok" : "failed", s.error || ""]);
   const parts = [];
-  if (view.reason) parts.push(MF.el("p", { class: "error", id: "reason", text: view.reason }));
+  if (view.reason) parts.push(MF.el("p", { class: "notice", id: "reason", text: "Metrics not wired: " + view.reason }));
   if (rows.length) parts.push(MF.table(["metrics source", "read", "error"], rows));
   target.replaceChildren(...parts);
 };
@@ -105,15 +105,29 @@ MF.bytes = function (x) {
   return x.toFixed(i ? 1 : 0) + " " + units[i];
 };
 
-// A line chart of several series over the same x values (null: no point).
-MF.lines = function (target, title, xs, series, xlabel) {
+// A line chart of several series over the same x values (null: no point). opts.width sizes it
+// to the page; opts.range fixes the y axis (rewards 0-1); a flat series gets a small span
+// around its value, not uPlot's 0-100.
+MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
   target.replaceChildren();
   if (!xs.length) { target.append(MF.el("p", { text: `${title}: no points yet` })); return; }
-  const colors = ["#c62828", "#1565c0", "#2f7d32", "#6a1b9a"];
-  const opts = {
-    title, width: 460, height: 220, scales: { x: { time: false } },
-    axes: [{ label: xlabel }, {}],
-    series: [{ label: xlabel }, ...series.map((s, i) => ({ label: s.label, stroke: colors[i % colors.length], points: { show: true }, spanGaps: true }))],
+  const colors = ["#c62828", "#1565c0", "#2f7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+  const yrange = (u, lo, hi) => {
+    if (lo === null || hi === null) return [0, 1];
+    if (opts.range) return [Math.min(opts.range[0], lo), Math.max(opts.range[1], hi)];
+    if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; return [lo - pad, hi + pad]; }
+    const pad = (hi - lo) * 0.08;
+    return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
   };
-  new uPlot(opts, [xs, ...series.map((s) => s.values)], target);
+  const tick = (u, vals) => vals.map((v) => (v === null ? "" : Math.abs(v) >= 1000 || v === 0 ? String(Math.round(v * 100) / 100) : Number(v.toPrecision(3)).toString()));
+  const opt = {
+    title, width: opts.width || 460, height: 220, legend: { live: false },
+    scales: { x: { time: false }, y: { range: yrange } },
+    axes: [{ label: xlabel }, { size: 64, values: tick }],
+    series: [{ label: xlabel }, ...series.map((s, i) => ({
+      label: s.label, stroke: s.color || colors[i % colors.length], width: s.thin ? 1 : 2,
+      dash: s.dash || undefined, points: { show: !s.thin }, spanGaps: true,
+    }))],
+  };
+  new uPlot(opt, [xs, ...series.map((s) => s.values)], target);
 };

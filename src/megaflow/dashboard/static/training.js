@@ -1,0 +1,142 @@
+// The training page: every metric the loop records per step, charted; a second run overlaid (?vs=).
+"use strict";
+
+const COLORS = ["#c62828", "#1565c0", "#2f7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+
+const TR = {
+  id: MF.param("id"),
+  vs: MF.param("vs"),
+  smooth: parseFloat(MF.param("smooth") || "0") || 0,
+  // [chart id, title, series: [label, value of a step (or null)]]; a chart none of whose values
+  // exist in any run shown is hidden (a metric the loop did not compute, KL with kl_coef 0).
+  charts: [
+    ["loss", "loss", [["loss", (s) => s.loss]]],
+    ["grad", "grad norm (before clipping)", [["grad norm", (s) => s.grad_norm]]],
+    ["clip", "clip fraction", [["clip fraction", (s) => s.clip_fraction]]],
+    ["kl", "KL to the reference", [["KL", (s) => s.kl]]],
+    ["signal", "groups with signal", [["with signal", (s) => s.groups_with_signal], ["groups", (s) => s.groups]]],
+    ["mismatch", "sampler/trainer mismatch (k3 KL)", [["mismatch", (s) => s.mismatch]]],
+    ["entropy", "entropy", [["entropy", (s) => s.entropy]]],
+    ["length", "response length (tokens)", [["mean length", (s) => s.response_length]]],
+    ["trunc", "truncated share", [["truncated", (s) => s.truncation_rate]]],
+    ["tps", "trained tokens per second", [["tokens/s", (s) => (s.tokens && s.seconds ? s.tokens / s.seconds : null)]]],
+    ["time", "step and weight-sync time (s)", [["step", (s) => s.seconds || null], ["weight sync", (s) => s.sync_s]]],
+    ["stale", "weights version and staleness", [["weights version", (s) => s.weights_version], ["max staleness", (s) => s.staleness_max]]],
+    ["samples", "samples per step", [["samples", (s) => s.samples || null], ["dropped", (s) => s.dropped], ["reweighted", (s) => s.reweighted]]],
+  ],
+
+  // Exponential moving average (the smoothing slider), nulls kept as gaps.
+  ema(values) {
+    if (!TR.smooth) return values;
+    let last = null;
+    return values.map((v) => (v === null || v === undefined ? null : (last = last === null ? v : TR.smooth * last + (1 - TR.smooth) * v)));
+  },
+
+  // One x axis for the runs shown: the union of their steps (and held-out rounds).
+  xs(views) {
+    const set = new Set();
+    for (const v of views) for (const s of v.steps) set.add(s.step);
+    return [...set].sort((a, b) => a - b);
+  },
+
+  at(xs, rows, get) {
+    const by = new Map(rows.map((r) => [r.step, get(r)]));
+    return xs.map((x) => { const v = by.get(x); return v === undefined || v === null || Number.isNaN(v) ? null : v; });
+  },
+
+  rewardChart(views, width) {
+    const xs = [...new Set(views.flatMap((v) => [...v.steps.map((s) => s.step), ...v.evals.map((e) => e.step)]))].sort((a, b) => a - b);
+    const series = [];
+    views.forEach((v, i) => {
+      const p = views.length > 1 ? v.run + ": " : "", dash = i ? [8, 4] : null;
+      const line = (label, values, c, thin) => series.push({ label: p + label, values, color: COLORS[c], dash: thin ? [2, 3] : dash, thin });
+      line("train reward", TR.ema(TR.at(xs, v.steps, (s) => s.reward_mean)), 0);
+      if (v.steps.some((s) => s.reward_std !== undefined && s.reward_std !== null)) {
+        const band = (sign) => TR.at(xs, v.steps, (s) => ((s.reward_std ?? null) === null ? null : s.reward_mean + sign * s.reward_std));
+        line("train - std", band(-1), 0, true); line("train + std", band(1), 0, true);
+      }
+      if (v.evals.length) {
+        line("held-out pass@1", TR.at(xs, v.evals, (e) => e.reward_mean), 1);
+        if (v.evals.some((e) => e.ci_low !== null && e.ci_low !== undefined)) {
+          line("held-out 95% low", TR.at(xs, v.evals, (e) => e.ci_low), 1, true);
+          line("held-out 95% high", TR.at(xs, v.evals, (e) => e.ci_high), 1, true);
+        }
+      }
+      if (v.evals.some((e) => e.greedy !== null && e.greedy !== undefined)) line("held-out greedy", TR.at(xs, v.evals, (e) => e.greedy), 2);
+    });
+    MF.lines(document.getElementById("reward-chart"), "reward (train per step ± std; held-out with its 95% interval)", xs, series, "step", { width, range: [0, 1] });
+  },
+
+  render(views) {
+    const main = views[0];
+    const box = document.getElementById("charts");
+    const width = Math.max(280, Math.min(620, Math.floor((box.clientWidth || 900) / (box.clientWidth > 900 ? 2 : 1)) - 24));
+    TR.rewardChart(views, width);
+    const xs = TR.xs(views), shown = [];
+    for (const [id, title, specs] of TR.charts) {
+      let target = document.getElementById(id + "-chart");
+      const series = [];
+      views.forEach((v, i) => specs.forEach(([label, get], j) => {
+        const values = TR.at(xs, v.steps, get);
+        if (values.some((x) => x !== null)) series.push({ label: (views.length > 1 ? v.run + ": " : "") + label, values: id === "stale" ? values : TR.ema(values), color: COLORS[j], dash: i ? [8, 4] : null });
+      }));
+      const off = id === "kl" && main.config && (main.config.train || {}).kl_coef === 0;
+      if (!target) { target = MF.el("div", { id: id + "-chart", class: "chart" }); box.append(target); }
+      target.hidden = !series.length || off;
+      if (!target.hidden) { MF.lines(target, title, xs, series, "step", { width }); shown.push(id); }
+    }
+    box.dataset.shown = shown.join(" ");
+  },
+
+  steps(v) {
+    const link = (s) => (v.has_run ? MF.link(`/run?id=${encodeURIComponent(v.run)}&type=train&q=${encodeURIComponent(`.s${String(s.step).padStart(5, "0")}.`)}`, String(s.step)) : s.step);
+    const rows = v.steps.map((s) => [link(s), MF.num(s.reward_mean), MF.num(s.reward_std), MF.num(s.loss, 4), MF.num(s.grad_norm, 3), MF.num(s.clip_fraction, 3),
+      s.groups_with_signal ?? "-", MF.num(s.kl, 4), s.weights_version, s.staleness_max, s.samples, MF.num(s.seconds, 1), MF.num(s.sync_s, 2)]);
+    const t = MF.table(["step", "train reward", "std", "loss", "grad norm", "clip", "groups with signal", "KL", "weights version", "max staleness", "samples", "step s", "sync s"], rows);
+    t.id = "steps-table";
+    document.getElementById("steps").replaceChildren(t);
+  },
+
+  detail(views) {
+    const v = views[0];
+    document.getElementById("title").textContent = "Training run " + v.run + (TR.vs ? " vs " + TR.vs : "");
+    document.getElementById("detail").hidden = false;
+    document.getElementById("source").textContent = "read from " + views.map((x) => `${x.run}: ${x.source || "-"}`).join("; ");
+    const links = document.getElementById("links");
+    links.replaceChildren(...(v.has_run ? [MF.el("a", { id: "run-link", href: MF.runHref(v.run) }, "rollouts of this run")] : [MF.el("span", { text: "no run of this id in the metadata store" })]));
+    document.getElementById("problems").replaceChildren(...views.flatMap((x) => x.problems.map((p) => MF.el("p", { class: "error", text: p }))));
+    TR.render(views.map((x) => ({ ...x, steps: (x.curve && x.curve.steps) || [], evals: (x.curve && x.curve.evals) || [] })));
+    TR.steps({ ...v, steps: (v.curve && v.curve.steps) || [] });
+    const cfg = document.getElementById("config");
+    if (v.config && !cfg.dataset.done) { cfg.dataset.done = "1"; cfg.append(MF.el("details", {}, MF.el("summary", { text: "the run's config" }), MF.el("pre", { class: "config", id: "config-json", text: JSON.stringify(v.config, null, 2) }))); }
+  },
+
+  list(runs) {
+    const rows = runs.map((r) => [MF.link("/training?id=" + encodeURIComponent(r.run), r.run), r.steps,
+      MF.num(r.heldout_reward), MF.num(r.loss, 4), MF.num(r.kl, 4), r.weights_version ?? "-", r.staleness_max ?? "-", r.source || r.problems.join("; ")]);
+    const t = MF.table(["run", "steps", "held-out reward", "loss", "KL", "weights version", "max staleness", "read from"], rows); t.id = "training-table";
+    document.getElementById("runs").replaceChildren(rows.length ? t : MF.el("p", { text: "No training run found (megaflow train writes its curve under --train-dir and in its checkpoints)." }));
+    const pick = document.getElementById("overlay");
+    pick.hidden = runs.length < 2;
+    for (const id of ["ov-a", "ov-b"]) { const sel = document.getElementById(id); if (!sel.options.length) runs.forEach((r) => sel.append(MF.el("option", {}, r.run))); }
+  },
+
+  start() {
+    const slider = document.getElementById("smooth");
+    slider.value = String(TR.smooth);
+    slider.oninput = () => {
+      TR.smooth = parseFloat(slider.value);
+      const q = new URLSearchParams(location.search); if (TR.smooth) q.set("smooth", slider.value); else q.delete("smooth");
+      history.replaceState(null, "", "/training?" + q); if (TR.last) TR.detail(TR.last);
+    };
+    document.getElementById("ov-go").onclick = () => { location.href = "/training?" + new URLSearchParams({ id: document.getElementById("ov-a").value, vs: document.getElementById("ov-b").value }); };
+    if (!TR.id) { MF.poll("/api/training", TR.list, 3); return; }
+    const ids = [TR.id, ...(TR.vs ? [TR.vs] : [])];
+    // Polled: the loop rewrites curve.json after every step, so each step shows within seconds.
+    MF.poll("/api/training?id=" + encodeURIComponent(TR.id), async (v) => {
+      const views = [v, ...(await Promise.all(ids.slice(1).map((i) => MF.get("/api/training?id=" + encodeURIComponent(i)))))];
+      TR.last = views; TR.detail(views);
+    }, 2);
+  },
+};
+TR.start();

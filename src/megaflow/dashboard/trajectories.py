@@ -1,0 +1,172 @@
+"""The trajectory page's data: the steps, the outcome, the tokens decoded, the group, neighbours.
+
+:func:`trajectory_view` reads a task's stored trajectory and adds what an
+engineer debugging a rollout asks first: how it ended (outcome, reward, the
+error message), the token sequence of a ``train`` sample with every id
+decoded (through the tokenizer the run's config names, when one is found),
+the GRPO group the sample belongs to with each sibling's reward and
+advantage, and the previous and next trajectories of the run.
+
+The advantage shown is GRPO's (reward less the group mean, over the group's
+population std plus 1e-6; 0 for a group whose rewards are all equal), the
+estimator ``train.algorithm`` uses by default; a run with another estimator
+trains on other figures, and the page says which formula it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from megaflow.core.errors import NotFound
+from megaflow.core.outcomes import is_error, outcome
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult, group_id
+from megaflow.core.trajectory import Trajectory
+from megaflow.storage.abstract import ArtifactStore, MetadataStore
+from megaflow.train.samples import TokenDrift, sample_from_trajectory
+
+TOKENIZER_FILE = "tokenizer.json"
+STD_EPS = 1e-6
+ADVANTAGE_FORMULA = "GRPO: (reward - group mean) / (group population std + 1e-6)"
+
+
+@lru_cache(maxsize=8)
+def _load_tokenizer(path: str) -> Any:
+    from tokenizers import Tokenizer  # the train extra; without it ids stay ids
+
+    return Tokenizer.from_file(path)
+
+
+def tokenizer_file(config: Any) -> Path | None:
+    """The first ``tokenizer.json`` in a directory the run's config names (a model path,
+    a policy, a tokenizer), searched depth first; None when the config names none."""
+    if isinstance(config, dict):
+        for value in config.values():
+            if (found := tokenizer_file(value)) is not None:
+                return found
+    elif isinstance(config, list):
+        for value in config:
+            if (found := tokenizer_file(value)) is not None:
+                return found
+    elif isinstance(config, str) and 0 < len(config) < 4096 and "\n" not in config:
+        path = Path(config)
+        for candidate in (path / TOKENIZER_FILE, path):
+            try:
+                if candidate.name == TOKENIZER_FILE and candidate.is_file():
+                    return candidate
+            except OSError:
+                continue
+    return None
+
+
+def decode_ids(run: RunSpec, ids: list[int]) -> tuple[list[str] | None, str]:
+    """Each id's text and where the tokenizer came from, or None and why there is none."""
+    path = tokenizer_file(run.config)
+    if path is None:
+        return None, "the run's config names no directory with a tokenizer.json"
+    try:
+        tok = _load_tokenizer(str(path))
+    except ImportError:
+        return None, "the tokenizers package is not installed (the train extra)"
+    except Exception as exc:  # a file tokenizers cannot read: say so, show the ids
+        return None, f"{path}: {exc}"
+    return [tok.decode([i], skip_special_tokens=False) for i in ids], str(path)
+
+
+def _sample_view(run: RunSpec, traj: Trajectory, reward: float, task_type: str) -> dict[str, Any]:
+    try:
+        sample = sample_from_trajectory(
+            traj, reward, group_id=str(traj.meta.get("group_id", traj.task_id)), task_type=task_type
+        )
+    except TokenDrift as exc:
+        return {"problem": str(exc)}
+    pieces, source = decode_ids(run, [*sample.prompt_ids, *sample.completion_ids])
+    cut = len(sample.prompt_ids)
+    return {
+        "prompt_ids": sample.prompt_ids,
+        "completion_ids": sample.completion_ids,
+        "logprobs": sample.logprobs,
+        "loss_mask": sample.loss_mask,
+        "weights_version": sample.weights_version,
+        "prompt_text": pieces[:cut] if pieces is not None else None,
+        "completion_text": pieces[cut:] if pieces is not None else None,
+        "decoded_by": source if pieces is not None else None,
+        "not_decoded": None if pieces is not None else source,
+    }
+
+
+def advantages(rewards: list[float | None]) -> list[float | None]:
+    """GRPO's advantage of each graded reward in a group (None stays None)."""
+    graded = [r for r in rewards if r is not None]
+    if len(graded) < 2 or all(r == graded[0] for r in graded):
+        return [None if r is None else 0.0 for r in rewards]
+    mean, std = statistics.fmean(graded), statistics.pstdev(graded)
+    return [None if r is None else (r - mean) / (std + STD_EPS) for r in rewards]
+
+
+def _reward(rec: TaskRecord, res: TaskResult | None) -> float | None:
+    return res.reward if res is not None and rec.state is TaskState.SUCCEEDED else None
+
+
+async def _group_and_neighbours(
+    meta: MetadataStore, rec: TaskRecord, kind: str
+) -> tuple[dict[str, Any] | None, dict[str, str | None]]:
+    records = await meta.list_tasks(rec.spec.run_id)
+    results = {r.task_id: r for r in await meta.list_results(rec.spec.run_id)}
+    with_traj = [
+        r.id for r in records if r.id in results and "trajectory" in results[r.id].artifacts
+    ]
+    at = with_traj.index(rec.id) if rec.id in with_traj else -1
+    near = {
+        "previous": with_traj[at - 1] if at > 0 else None,
+        "next": with_traj[at + 1] if 0 <= at < len(with_traj) - 1 else None,
+    }
+    if kind != "train":
+        return None, near
+    gid = group_id(rec.spec)
+    members = [r for r in records if group_id(r.spec) == gid]
+    rewards = [_reward(r, results.get(r.id)) for r in members]
+    rows = [
+        {"task": r.id, "outcome": outcome(r.state, results.get(r.id)), "reward": rw,
+         "advantage": adv, "this": r.id == rec.id, "has_trajectory": r.id in with_traj}
+        for r, rw, adv in zip(members, rewards, advantages(rewards), strict=True)
+    ]  # fmt: skip
+    return {"id": gid, "formula": ADVANTAGE_FORMULA, "members": rows}, near
+
+
+async def trajectory_view(
+    meta: MetadataStore, artifacts: ArtifactStore, task_id: str
+) -> dict[str, Any]:
+    """A task's stored trajectory, step by step, with its outcome, group and neighbours; a
+    ``train`` sample also gets its tokens, decoded when the run names a tokenizer."""
+    rec = await meta.get_task(task_id)
+    res = await meta.get_result(task_id)
+    key = res.artifacts.get("trajectory")
+    try:
+        raw = (await artifacts.get(key)).decode("utf-8", errors="replace") if key else None
+    except NotFound:
+        raw = None
+    if raw is None:
+        raise NotFound(f"task {task_id} has no stored trajectory")
+    traj = Trajectory.model_validate(json.loads(raw))
+    run = await meta.get_run(rec.spec.run_id)
+    kind = str(traj.meta.get("task_type", rec.spec.type.value if rec.spec.type else "eval"))
+    group, near = await _group_and_neighbours(meta, rec, kind)
+    return {
+        "task": task_id,
+        "run": rec.spec.run_id,
+        "group": group_id(rec.spec),
+        "type": kind,
+        "outcome": outcome(rec.state, res),
+        "errored": is_error(outcome(rec.state, res)),
+        "reward": _reward(rec, res),
+        "error": res.error or rec.error,
+        "trajectory": traj.model_dump(mode="json"),
+        "sample": _sample_view(run, traj, res.reward, kind) if kind == "train" else None,
+        "group_rewards": group,
+        **near,
+    }

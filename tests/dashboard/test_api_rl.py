@@ -1,0 +1,106 @@
+"""The API behind what an RL engineer reads: why a task failed, the trajectory's outcome,
+tokens decoded, its GRPO group and neighbours, the run's task pages, the training figures.
+
+Over :mod:`tests.dashboard.seed_rl` in real SQLite and artifact stores, with a
+real ``tokenizers`` tokenizer named by the run's config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+
+from megaflow.dashboard.auth import DashboardAuth
+from megaflow.dashboard.server import create_app
+from megaflow.dashboard.training import TrainingRuns
+from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
+from tests.dashboard.seed_rl import AGENT_ERROR, EVAL_TASKS, GROUP, RUN, seed_curves, seed_rl
+
+TOKEN = "r" * 32
+H = {"authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
+    meta = SqliteMetadataConfig(path=str(tmp_path / "m.db")).build()
+    art = LocalArtifactsConfig(root=str(tmp_path / "art")).build()
+    await meta.start()
+    await art.start()
+    await seed_rl(meta, art, tmp_path)
+    seed_curves(tmp_path / "train")
+    training = TrainingRuns(art, tmp_path / "train", "train/checkpoints")
+    auth = DashboardAuth(TOKEN)
+    yield TestClient(create_app(meta, art, auth, training=training), follow_redirects=False)
+    await art.stop()
+    await meta.stop()
+
+
+def test_task_says_why_it_failed(client: TestClient) -> None:
+    t = client.get(f"/api/task?id={GROUP}/3", headers=H).json()
+    assert (t["outcome"], t["errored"], t["error"]) == ("agent error", True, AGENT_ERROR)
+    [attempt] = t["attempts"]  # the attempt ended fine; the agent's failure is the result's
+    assert (attempt["error_kind"], attempt["error"]) == ("agent", AGENT_ERROR)
+
+
+def test_trajectory_outcome_tokens_group_and_neighbours(client: TestClient) -> None:
+    v = client.get(f"/api/trajectory?id={GROUP}/0", headers=H).json()
+    assert (v["outcome"], v["reward"], v["errored"]) == ("resolved", 1.0, False)
+    s = v["sample"]
+    assert s["prompt_text"] == ["fix", "the", "settings"]  # decoded by the run's tokenizer
+    assert s["completion_text"][:4] == ["write_file", "DEBUG", "=", "True"]
+    assert s["decoded_by"].endswith("tokenizer.json")
+    g = v["group_rewards"]
+    assert [m["reward"] for m in g["members"]] == [1.0, 0.0, 0.0, 0.0]
+    assert [m["outcome"] for m in g["members"]] == [
+        "resolved", "unresolved", "unresolved", "agent error"
+    ]  # fmt: skip
+    # GRPO: (r - 0.25) / (pstdev 0.433 + 1e-6)
+    assert g["members"][0]["advantage"] == pytest.approx(1.7320, abs=1e-3)
+    assert g["members"][1]["advantage"] == pytest.approx(-0.5773, abs=1e-3)
+    assert (v["previous"], v["next"]) == (None, f"{GROUP}/3")
+    bad = client.get(f"/api/trajectory?id={GROUP}/3", headers=H).json()
+    assert (bad["outcome"], bad["error"]) == ("agent error", AGENT_ERROR)
+    assert bad["previous"] == v["task"]
+
+
+def test_run_pages_sort_search_and_short_ids(client: TestClient) -> None:
+    view = client.get(f"/api/run?id={RUN}", headers=H).json()
+    assert (view["matched"], view["pages"], len(view["tasks"])) == (EVAL_TASKS + 4, 3, 50)
+    assert view["tasks"][0]["short_id"] == "ab12.e00000.heldout-000/0"  # no "rl/" prefix
+    last = client.get(f"/api/run?id={RUN}&page=3", headers=H).json()
+    assert len(last["tasks"]) == EVAL_TASKS + 4 - 100
+    train = client.get(f"/api/run?id={RUN}&type=train&sort=-reward", headers=H).json()
+    assert [t["reward"] for t in train["tasks"]] == [1.0, 0.0, 0.0, 0.0]
+    # the histograms count every task that matched, not only the page shown
+    assert sum(view["reward_histogram"]["counts"]) == EVAL_TASKS + 4
+    found = client.get(f"/api/run?id={RUN}&q=MALFORMED", headers=H).json()
+    assert [t["id"] for t in found["tasks"]] == [f"{GROUP}/3"]
+    assert client.get(f"/api/run?id={RUN}&sort=nope", headers=H).status_code == 400
+    assert client.get("/api/run?id=nope", headers=H).status_code == 404
+
+
+def test_a_link_opened_before_sign_in_is_kept(client: TestClient) -> None:
+    page = f"/run?id={RUN}&type=train"
+    resp = client.get(page)
+    assert resp.headers["location"] == "/login?next=" + quote(page, safe="")
+    form = client.get(resp.headers["location"])
+    assert 'name="next" value="/run?id=rl&amp;type=train"' in form.text
+    signed = client.post("/login", data={"token": TOKEN, "next": page})
+    assert (signed.status_code, signed.headers["location"]) == (303, page)
+    # never off this server
+    off = client.post("/login", data={"token": TOKEN, "next": "//evil.example/x"})
+    assert off.headers["location"] == "/"
+
+
+def test_training_view_has_every_figure_the_config_and_the_run(client: TestClient) -> None:
+    v = client.get(f"/api/training?id={RUN}", headers=H).json()
+    assert (v["has_run"], v["config"]["train"]["kl_coef"]) == (True, 0.0)
+    last = v["curve"]["steps"][-1]
+    for key in ("grad_norm", "clip_fraction", "groups_with_signal", "response_length",
+                "reward_std", "sync_s", "tokens", "seconds"):  # fmt: skip
+        assert last[key] is not None, key
+    assert client.get(f"/api/run?id={RUN}", headers=H).json()["training"] is True
