@@ -89,3 +89,71 @@ def test_top_fits_the_terminal_and_keeps_run_ids_whole(tmp_path: Path, columns: 
     for short in ("quickstart-20261201-071930 ", "quickstart-20261201-071931 "):
         assert sum(short in line for line in lines) == 1, res.output
     assert "…" not in res.output
+
+
+def test_a_train_run_keeps_its_types_apart_with_a_total_that_does_not_grow(
+    tmp_path: Path,
+) -> None:
+    from megaflow.config import load_config
+    from megaflow.core.tasks import TaskType
+    from tests.cli.test_config_paths import _write
+
+    cfg = load_config(_write(tmp_path, train__steps=2, train__prompts_per_step=2, samples=2))
+    rid = "train-quickstart-20261201-071930-08c4"
+
+    def step(n: int) -> list[TaskSpec]:
+        return [
+            TaskSpec(id=f"{rid}/s{n}-p{p}/{i}", run_id=rid, type=TaskType.TRAIN)
+            for p in range(2)
+            for i in range(2)
+        ]
+
+    async def go() -> list[str]:
+        async with SqliteMetadataStore(tmp_path / "m.db") as store:
+            await store.create_run(RunSpec(id=rid, config=cfg.model_dump(mode="json")))
+            held_out = [
+                TaskSpec(id=f"{rid}/e{i}/0", run_id=rid, type=TaskType.EVAL) for i in (0, 1)
+            ]
+            await store.add_tasks([*held_out, *step(0)])
+            view = TopView(store, runs=5, width=120)
+            frames = [await view.frame()]
+            await store.add_tasks(step(1))
+            frames.append(await view.frame())
+        out = []
+        for frame in frames:
+            table = frame.renderables[0]
+            assert isinstance(table, Table)
+            cells = {c.header: [str(x) for x in c._cells] for c in table.columns}
+            out.append(
+                " ".join(f"{t}={d}" for t, d in zip(cells["type"], cells["done"], strict=True))
+            )
+        return out
+
+    first, second = asyncio.run(go())
+    assert first == "eval=0/2 train=0/8"  # 4 of the 8 planned train samples submitted
+    assert second == "eval=0/2 train=0/8"  # the second step's: the total stays
+
+
+def test_status_says_how_many_train_samples_a_train_run_plans(tmp_path: Path) -> None:
+    from megaflow.config import load_config
+    from megaflow.core.tasks import TaskType
+    from tests.cli.test_config_paths import _write
+
+    cfg = load_config(_write(tmp_path, train__steps=2, train__prompts_per_step=2, samples=2))
+    rid = "train-quickstart-20261201-071930-08c4"
+
+    async def seed() -> None:
+        async with SqliteMetadataStore(tmp_path / "m.db") as store:
+            await store.create_run(RunSpec(id=rid, config=cfg.model_dump(mode="json")))
+            specs = [
+                TaskSpec(id=f"{rid}/p{p}/0", run_id=rid, type=TaskType.TRAIN) for p in range(4)
+            ]
+            await store.add_tasks(specs)
+
+    asyncio.run(seed())
+    res = CliRunner().invoke(
+        app, ["status", "--db", str(tmp_path / "m.db")], env={"COLUMNS": "120"}
+    )
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.output.splitlines() if " train " in line)
+    assert "4 of 8" in row

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 from megaflow.agent.metrics import RunMetrics, SampleOutcome, percentile, summarize
 from megaflow.app.assembly import task_type
+from megaflow.config.loader import parse_config
 from megaflow.config.models import RunConfig
+from megaflow.core.errors import MegaFlowError
 from megaflow.core.outcomes import outcome, outcome_order, ungraded
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, TaskRecord, TaskResult, group_id
+from megaflow.core.tasks import Attempt, TaskRecord, TaskResult, TaskType, group_id
 from megaflow.storage.abstract import MetadataStore
 
 
@@ -123,6 +125,19 @@ async def outcome_counts_by_type(store: MetadataStore, run_id: str) -> dict[str,
         key = outcome(rec.state, results.get(rec.id))
         counts[key] = counts.get(key, 0) + 1
     return {t: {k: c[k] for k in sorted(c, key=outcome_order)} for t, c in sorted(by_type.items())}
+
+
+async def planned_samples(store: MetadataStore, run_id: str) -> dict[str, int]:
+    """Samples a run plans by task type, where known before they are submitted: a train
+    run submits its train samples step by step, and plans ``steps x prompts_per_step x
+    samples`` of them (dynamic sampling's refills come on top). Empty for other runs."""
+    try:
+        cfg = parse_config((await store.get_run(run_id)).config, f"run {run_id}")
+    except MegaFlowError:
+        return {}
+    if cfg.train is None:
+        return {}
+    return {TaskType.TRAIN.value: cfg.train.steps * cfg.train.prompts_per_step * cfg.samples}
 
 
 def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:

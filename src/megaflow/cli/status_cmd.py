@@ -1,6 +1,7 @@
 """``megaflow status [RUN]``: tasks by outcome, one row per run (per type in a run
 that has several, so a train run's held-out ``eval`` samples stay apart from its
-``train`` samples), run ids shortened to a unique prefix.
+``train`` samples, whose total says how many the run plans while its steps
+are still being submitted: "32 of 64"), run ids shortened to a unique prefix.
 
 An embedded run whose driving process died (its run lock is free,
 :mod:`megaflow.cli.run_lock`) while tasks were unfinished is marked *driver
@@ -16,7 +17,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from megaflow.app.summary import outcome_counts_by_type
+from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import ConfigOption, DbOption, console, metadata_config, with_store
 from megaflow.cli.ids import resolve_run, short_ids
 from megaflow.cli.run_lock import Liveness, liveness, lock_path
@@ -35,6 +36,8 @@ class RunRow:
     """The task type of the row; empty when the run has one type."""
     counts: dict[str, int]
     driver: str = ""
+    planned: int = 0
+    """Samples of this type the run plans (a train run's train samples), 0 if unknown."""
 
 
 def driver_state(meta: MetadataConfig, run_id: str, unfinished: int) -> str:
@@ -56,12 +59,18 @@ async def status_rows(
     rows: list[RunRow] = []
     for r in runs:
         by_type = await outcome_counts_by_type(store, r.id)
+        planned = await planned_samples(store, r.id)
         unfinished = sum(n for c in by_type.values() for k, n in c.items() if k in _UNFINISHED)
         driver = driver_state(meta, r.id, unfinished)
-        several = len(by_type) > 1
+        several = len(by_type) > 1 or bool(planned)
         for kind, counts in by_type.items() or [("", {})]:
-            rows.append(RunRow(r.id, kind if several else "", counts, driver))
+            rows.append(RunRow(r.id, kind if several else "", counts, driver, planned.get(kind, 0)))
     return rows
+
+
+def _total(r: RunRow) -> str:
+    n = sum(r.counts.values())
+    return f"{n} of {r.planned}" if r.planned > n else str(n)
 
 
 def status_table(rows: list[RunRow], among: list[str]) -> Table:
@@ -87,7 +96,7 @@ def status_table(rows: list[RunRow], among: list[str]) -> Table:
             short[r.run_id],
             *([r.kind] if kinds else []),
             *cells,
-            str(sum(r.counts.values())),
+            _total(r),
             *([driver] if drivers else []),
         )
     return table

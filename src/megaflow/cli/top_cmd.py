@@ -21,7 +21,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
-from megaflow.app.summary import outcome_counts
+from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
 from megaflow.cli.ids import short_ids
 from megaflow.core.outcomes import ERROR_LABELS
@@ -44,39 +44,56 @@ class TopView:
         self.runs = runs
         self.width = width
         """The terminal's width; None reads it at each frame (it may be resized)."""
-        self._last: tuple[float, dict[str, int]] | None = None
+        self._last: tuple[float, dict[tuple[str, str], int]] | None = None
+        self._planned: dict[str, dict[str, int]] = {}
+
+    async def _rows(self, run_id: str) -> list[tuple[str, dict[str, int], int]]:
+        """(type or "", counts by outcome, total) per row of a run: one row, or one per
+        task type when it has several (a train run's train and held-out eval samples),
+        the train row's total the samples the run plans, so it does not grow by step."""
+        by_type = await outcome_counts_by_type(self.store, run_id)
+        if run_id not in self._planned:
+            self._planned[run_id] = await planned_samples(self.store, run_id)
+        planned = self._planned[run_id]
+        several = len(by_type) > 1 or bool(planned)
+        return [
+            (kind if several else "", c, max(sum(c.values()), planned.get(kind, 0)))
+            for kind, c in (by_type.items() or [("", {})])
+        ]
 
     async def frame(self) -> Group:
         every = await self.store.list_runs()
         runs = every[-self.runs :]
         short = short_ids([r.id for r in runs], [r.id for r in every])
         now = time.monotonic()
-        counts = {r.id: await outcome_counts(self.store, r.id) for r in runs}
+        rows = [(r.id, *row) for r in runs for row in await self._rows(r.id)]
         done = {
-            rid: sum(n for k, n in c.items() if k not in _UNFINISHED) for rid, c in counts.items()
+            (rid, kind): sum(n for k, n in c.items() if k not in _UNFINISHED)
+            for rid, kind, c, _ in rows
         }
-        rates: dict[str, float] = {}
+        rates: dict[tuple[str, str], float] = {}
         if self._last is not None:
             t0, before = self._last
-            rates = {rid: (n - before.get(rid, n)) / max(now - t0, 1e-9) for rid, n in done.items()}
+            rates = {key: (n - before.get(key, n)) / max(now - t0, 1e-9) for key, n in done.items()}
         self._last = (now, done)
         narrow = (self.width or console.width) < _WIDE
         table = Table(
             title="megaflow top", expand=not narrow, box=box.SIMPLE if narrow else box.HEAVY_HEAD
         )
         table.add_column("run", no_wrap=True)  # a unique prefix, as `status` prints it
-        cols = _NARROW if narrow else _COLUMNS
-        for col in cols:
+        kinds = any(kind for _, kind, _, _ in rows)
+        if kinds:
+            table.add_column("type", no_wrap=True)
+        for col in _NARROW if narrow else _COLUMNS:
             table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
         errors: dict[str, int] = {}
         totals: dict[str, float] = {"queued": 0, "running": 0, "rate": 0.0}
-        for r in runs:
-            c = counts[r.id]
+        for rid, kind, c, total in rows:
             queued = sum(c.get(s.value, 0) for s in _WAITING)
             running = sum(c.get(s.value, 0) for s in ACTIVE_STATES)
             for label in ERROR_LABELS.values():
                 errors[label] = errors.get(label, 0) + c.get(label, 0)
-            rate = rates.get(r.id)
+            rate = rates.get((rid, kind))
             totals["queued"] += queued
             totals["running"] += running
             totals["rate"] += rate or 0.0
@@ -85,9 +102,9 @@ class TopView:
                 str(sum(c.get(k, 0) for k in ERROR_LABELS.values())),
             ]  # fmt: skip
             table.add_row(
-                short[r.id], str(queued), str(running),
+                short[rid], *([kind] if kinds else []), str(queued), str(running),
                 *(["/".join(graded)] if narrow else graded),
-                f"{done[r.id]}/{sum(c.values())}", "-" if rate is None else f"{rate:.1f}",
+                f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}",
             )  # fmt: skip
         by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
         footer = (
