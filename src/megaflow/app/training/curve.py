@@ -35,6 +35,26 @@ class StepPoint(BaseModel):
         description="A run with train.sets: each set's samples (graded), reward_mean and "
         "pass_rate (share of graded samples with reward 1) in the step.",
     )
+    # The trainer's figures of the step (megaflow.train.stats.StepStats; None: not computed,
+    # as with updates off) and the loop's own, for the dashboard's training page.
+    reward_std: float | None = Field(None, description="Population std of the step's rewards.")
+    groups: int | None = None
+    groups_with_signal: int | None = None
+    grad_norm: float | None = None
+    clip_fraction: float | None = None
+    mismatch: float | None = None
+    entropy: float | None = None
+    response_length: float | None = None
+    truncation_rate: float | None = None
+    lr: float | None = None
+    sync_s: float | None = Field(None, description="Seconds the step's weight sync took.")
+
+
+TRAINER_FIGURES = (
+    "groups", "groups_with_signal", "grad_norm", "clip_fraction", "mismatch", "entropy",
+    "response_length", "truncation_rate", "lr",
+)  # fmt: skip
+"""The :class:`~megaflow.train.stats.StepStats` fields a :class:`StepPoint` keeps."""
 
 
 class EvalPoint(BaseModel):
@@ -79,13 +99,18 @@ class Curve(BaseModel):
 
     def write(self, png: Path) -> tuple[Path, Path]:
         """Write ``png`` and the JSON beside it (same name, ``.json``)."""
-        png.parent.mkdir(parents=True, exist_ok=True)
-        js = png.with_suffix(".json")
+        js = self.write_json(png.with_suffix(".json"))
+        self._draw(png)
+        return png, js
+
+    def write_json(self, js: Path) -> Path:
+        """Write the curve's JSON, replacing the file whole (a reader never sees half of it);
+        the loop calls it after every step, so the dashboard follows the run step by step."""
+        js.parent.mkdir(parents=True, exist_ok=True)
         tmp = js.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.model_dump(mode="json"), indent=1))
         tmp.replace(js)
-        self._draw(png)
-        return png, js
+        return js
 
     def _draw(self, png: Path) -> None:
         import matplotlib

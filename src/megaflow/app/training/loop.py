@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from megaflow.app.job import Job
 from megaflow.app.training.control import apply_control
-from megaflow.app.training.curve import Curve, StepPoint
+from megaflow.app.training.curve import TRAINER_FIGURES, Curve, StepPoint
 from megaflow.app.training.engines import launched_engines
 from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
@@ -229,10 +229,12 @@ class TrainLoop:
             )  # fmt: skip
             groups = apply_control(tc.control, groups, tc.seed, step)
             stats: StepStats | None = None
+            syncs = len(self.sync_s)
             if tc.updates:
                 stats = await asyncio.to_thread(self.trainer.step, groups)
                 if stats.updated:
                     await self._push()
+            figures = {k: getattr(stats, k) for k in TRAINER_FIGURES} if stats else {}
             point = StepPoint(
                 step=step, prompts=self.plan.batch(step), reward_mean=batch.reward_mean,
                 loss=stats.loss if stats else None,
@@ -240,9 +242,12 @@ class TrainLoop:
                 weights_version=self.version, staleness_max=stale.staleness_max,
                 samples=stale.samples, dropped=stale.dropped, reweighted=stale.reweighted,
                 tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
+                reward_std=batch.reward_std,
+                sync_s=self.sync_s[-1] if len(self.sync_s) > syncs else None, **figures,
             )  # fmt: skip
             point.sets = None if mixed is None else mixed.figures()
             self.curve.steps.append(point)
+            self.curve.write_json(self.png.with_suffix(".json"))  # the dashboard reads it
             line = step_line(point, tc, batch.masked, stats)
             self.say(line if mixed is None else line + mixed.line())
             last = step == tc.steps

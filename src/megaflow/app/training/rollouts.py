@@ -23,6 +23,7 @@ process it replaces; that one's unfinished tasks stay as they were left.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -56,6 +57,12 @@ class Batch:
     def reward_mean(self) -> float:
         r = [x for x in self.rewards if not math.isnan(x)]
         return sum(r) / len(r) if r else 0.0
+
+    @property
+    def reward_std(self) -> float | None:
+        """Population std of the graded rewards (the spread the dashboard draws); None: none."""
+        r = [x for x in self.rewards if not math.isnan(x)]
+        return statistics.pstdev(r) if r else None
 
 
 def round_name(incarnation: str, step: int, *, held_out: bool = False) -> str:
