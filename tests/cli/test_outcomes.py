@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from megaflow.app.summary import outcome
 from megaflow.cli.common import console
 from megaflow.cli.main import app
+from megaflow.core.outcomes import outcome
 from megaflow.core.states import TaskState as S
 from megaflow.core.tasks import ErrorKind, RunSpec, TaskResult, TaskSpec
 from megaflow.storage.abstract import Transition
