@@ -1,4 +1,11 @@
-"""Suite-wide fixtures and the CI rule: under CI=true nothing may skip."""
+"""Suite-wide fixtures and the CI rule: under CI=true nothing may skip.
+
+Torch runs one thread per process here unless ``OMP_NUM_THREADS`` says
+otherwise: the suite's models are tiny and the test processes (two xdist
+workers and the programs they start) already fill the cores, so a second
+thread mostly spins (a 60-step warm start beside the running suite took
+2 to 4 times the wall and CPU time with two threads than with one).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,17 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.sql_servers", "tests.fixtures.podman"]
+pytest_plugins = [
+    "tests.fixtures.servers",
+    "tests.fixtures.sql_servers",
+    "tests.fixtures.podman",
+    "tests.fixtures.ordering",
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before xdist starts its workers, so they and what they start inherit it."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.hookimpl(hookwrapper=True)

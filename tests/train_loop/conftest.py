@@ -3,16 +3,22 @@
 The policy is the quickstart's tokenizer and model builder at a tiny size
 (random weights unless a test warm-starts it), built once per session; every
 run gets its own stores, sandboxes and output folder under ``tmp_path``.
+The warm-started policy of the learning tests is built once for all of them
+and kept in pytest's cache (``warm_policy``).
 """
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from megaflow.app.training.quickstart import cached
 from megaflow.datasets.loader import load_instances
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.warm_start import load_conversations
@@ -20,6 +26,9 @@ from megaflow.train.warm_start import load_conversations
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "tasks" / "settings-fix"
 SYSTEM = "Read the file, fix the setting with one edit call, then call submit."
+WARM_STEPS = 600
+"""Warm-start steps of the learning tests' policy: fewer than the quickstart's 1,000,
+enough for the direction, and most of those tests' time when the cache is cold."""
 
 
 def conversations() -> list[list[dict[str, Any]]]:
@@ -33,6 +42,31 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     texts += [i.problem_statement for i in load_instances(TASKS / "train.jsonl")]
     out = tmp_path_factory.mktemp("policy")
     return build_policy(out, texts, PolicyConfig(hidden=32, layers=1, intermediate=64))
+
+
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Held by one process at a time: xdist workers share the cache folder."""
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def warm_policy(request: pytest.FixtureRequest) -> Path:
+    """The quickstart's own warm policy (``WARM_STEPS``), kept in pytest's cache by a
+    hash of what it depends on (``quickstart.cached``): the first test that needs it
+    builds it (minutes) while a test of another worker waits for it rather than
+    building it again; later runs take it as long as the family, the builder and the
+    warm start are unchanged."""
+    cache = request.config.cache
+    assert cache is not None, "the test needs pytest's cache provider (no -p no:cacheprovider)"
+    folder = cache.mkdir("megaflow-quickstart-policy")
+    with _exclusive(folder / ".lock"):
+        return cached(folder, TASKS, sft_steps=WARM_STEPS)
 
 
 def train_config(tmp: Path, model: Path, **train: Any) -> dict[str, Any]:

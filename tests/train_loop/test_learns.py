@@ -4,7 +4,8 @@ through sandboxes and grading, and the held-out reward (greedy) goes up.
 The policy is the train quickstart's (``megaflow.app.training.quickstart.prepare``:
 the tokenizer and model builder, the warm start on the sloppy teacher's
 demonstrations), with 600 warm-start steps instead of the quickstart's
-1,000, which is enough for the direction; it is most of this test's time.
+1,000, which is enough for the direction: the ``warm_policy`` fixture of
+``conftest.py``, built once and shared with ``test_quickstart_learns.py``.
 The held-out instances are never trained on. Only the direction is
 asserted, not a time: on the quickstart's own run the greedy held-out reward
 goes from 0.0 to 1.0 in 4 steps (docs/train.md).
@@ -20,16 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from megaflow.app.training.quickstart import prepare
 from tests.train_loop.conftest import TASKS, train_config, write_config
 
 # the warm start (its fixture) and the RL steps: minutes on 2 busy cores
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def warm_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare(tmp_path_factory.mktemp("warm") / "policy", TASKS, sft_steps=600)
 
 
 def test_greedy_held_out_reward_rises_after_a_few_grpo_steps(

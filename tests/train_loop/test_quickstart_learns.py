@@ -3,7 +3,8 @@ sandboxes and grading improves the held-out pass@1, its shuffled-reward control 
 
 The policy is the train quickstart's (the tokenizer and model builder, the
 warm start on the sloppy teacher's demonstrations, 600 steps), cached between
-runs. Both arms start from it, take the same number of GRPO steps on the
+runs and shared with ``test_learns.py`` (the ``warm_policy`` fixture of
+``conftest.py``). Both arms start from it, take the same number of GRPO steps on the
 same prompts, and are evaluated on the same held-out tasks (repositories
 never trained on); the control's rewards are permuted within each group
 before the advantages. Only the direction is asserted: the trained arm ends
@@ -19,26 +20,11 @@ from typing import Any
 import pytest
 
 from megaflow.app.training.loop import TrainLoop
-from megaflow.app.training.quickstart import cached
 from megaflow.config.loader import parse_config
 from tests.train_loop.conftest import TASKS, train_config
 
 # the warm start (its fixture) and the RL steps: minutes on 2 busy cores
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-WARM_STEPS = 600
-"""Fewer warm-start steps than the quickstart's 1,000: enough for the direction, and
-most of this test's time when the cache is cold."""
-
-
-@pytest.fixture(scope="module")
-def warm_policy(request: pytest.FixtureRequest) -> Path:
-    """The quickstart's own warm policy, kept in pytest's cache by a hash of what it
-    depends on (``quickstart.cached``): the first run builds it (minutes), later
-    runs take it as long as the family, the builder and the warm start are unchanged."""
-    cache = request.config.cache
-    assert cache is not None, "the test needs pytest's cache provider (no -p no:cacheprovider)"
-    return cached(cache.mkdir("megaflow-quickstart-policy"), TASKS, sft_steps=WARM_STEPS)
 
 
 def _config(tmp: Path, policy: Path, **train: Any) -> dict[str, Any]:
