@@ -90,3 +90,9 @@ def test_sets_config_errors_exit_2_naming_the_field(tmp_path: Path, policy: Path
     res = CliRunner().invoke(app, ["train", str(cfg)], env={"COLUMNS": "200"})
     assert res.exit_code == 2, res.output
     assert "used twice" in res.output
+    raw["train"]["sets"][1]["name"] = "qa"
+    del raw["train"]["sets"][1]["grading"]  # QA tasks under the run's swebench grading
+    cfg.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["train", str(cfg)], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "train.sets[1].grading" in res.output

@@ -29,7 +29,7 @@ from megaflow.core.errors import ConfigError, InvalidInput
 from megaflow.core.tasks import TaskSpec, TaskType, Timeouts, group_id, sample_id
 from megaflow.datasets.harbor import load_rows
 from megaflow.datasets.loader import load_instances
-from megaflow.grading.config import SetsGraderConfig
+from megaflow.grading.config import ScriptGraderConfig, SetsGraderConfig
 from megaflow.grading.sets import SET_KEY
 from megaflow.train.task_sets import CurriculumConfig, TaskSetConfig
 
@@ -86,6 +86,7 @@ def load_sets(cfg: RunConfig, config_dir: Path | None) -> dict[str, list[SetTask
     """Every set's tasks, checked: each set loads and holds a task, no id twice."""
     assert cfg.train is not None
     assert cfg.train.sets is not None
+    run_grading = cfg.grading.default if isinstance(cfg.grading, SetsGraderConfig) else cfg.grading
     out: dict[str, list[SetTask]] = {}
     for n, s in enumerate(cfg.train.sets):
         where = f"train.sets[{n}].path"
@@ -99,18 +100,27 @@ def load_sets(cfg: RunConfig, config_dir: Path | None) -> dict[str, list[SetTask
         if not rows or len(set(ids)) != len(ids):
             why = "holds no task" if not rows else "holds a task id twice"
             raise ConfigError(f"{where}: {path} {why}", [(where, why)])
+        ungraded = s.type == "jsonl" and s.grading is None and run_grading.type == "swebench"
+        if ungraded and any("instance_id" not in p for _, p in rows):
+            where = f"train.sets[{n}].grading"
+            why = "its tasks are not SWE-bench instances: the run's swebench grading ignores them"
+            raise ConfigError(f"{where} is needed: {why}", [(where, why)])
         out[s.name] = [SetTask(s.name, tid, dict(p)) for tid, p in rows]
     return out
 
 
 def with_set_grading(cfg: RunConfig) -> RunConfig:
-    """The run graded by the ``sets`` grader: each set's own, the run's for the rest."""
+    """The run graded by the ``sets`` grader: each set's own (a Harbor set's is
+    ``script`` unless it names one, as for a Harbor run), the run's for the rest."""
     assert cfg.train is not None
     assert cfg.train.sets is not None
     default = cfg.grading
     if isinstance(default, SetsGraderConfig):
         return cfg
-    sets = {s.name: s.grading or default for s in cfg.train.sets}
+    sets = {
+        s.name: s.grading or (ScriptGraderConfig() if s.type == "harbor" else default)
+        for s in cfg.train.sets
+    }
     grading = SetsGraderConfig(sets=sets, default=default)
     return cfg.model_copy(update={"grading": grading})
 
