@@ -25,6 +25,7 @@ AGENT_ERROR = "the model gave 2 malformed answers in a row (trajectory x); givin
 PATCH = "--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n-DEBUG = True,\n+DEBUG = True\n"
 WORDS = ["<s>", "fix", "the", "settings", "write_file", "DEBUG", "=", "True", "done", "\n"]
 EVAL_TASKS = 120
+CANCELLED = "all-cancelled"
 PATH = [TaskState.SCHEDULED, TaskState.STARTING, TaskState.RUNNING, TaskState.GRADING]
 
 
@@ -100,6 +101,11 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
             metrics={"agent_s": float(n)},
         ))  # fmt: skip
     await meta.create_run(RunSpec(id=f"{RUN}-control", name="rl", config=config))
+    await meta.create_run(RunSpec(id=CANCELLED, name="cancelled"))
+    gone = [TaskSpec(id=f"{CANCELLED}/t{n}/0", run_id=CANCELLED) for n in range(3)]
+    await meta.add_tasks(gone)
+    for spec in gone:
+        await meta.transition(spec.id, TaskState.CANCELLED)
 
 
 def step(n: int, reward: float, **extra: Any) -> dict[str, Any]:

@@ -18,7 +18,15 @@ from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.dashboard.training import TrainingRuns
 from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-from tests.dashboard.seed_rl import AGENT_ERROR, EVAL_TASKS, GROUP, RUN, seed_curves, seed_rl
+from tests.dashboard.seed_rl import (
+    AGENT_ERROR,
+    CANCELLED,
+    EVAL_TASKS,
+    GROUP,
+    RUN,
+    seed_curves,
+    seed_rl,
+)
 
 TOKEN = "r" * 32
 H = {"authorization": f"Bearer {TOKEN}"}
@@ -104,3 +112,16 @@ def test_training_view_has_every_figure_the_config_and_the_run(client: TestClien
                 "reward_std", "sync_s", "tokens", "seconds"):  # fmt: skip
         assert last[key] is not None, key
     assert client.get(f"/api/run?id={RUN}", headers=H).json()["training"] is True
+
+
+def test_figures_per_type_and_a_cancelled_run(client: TestClient) -> None:
+    runs = {r["id"]: r for r in client.get("/api/runs", headers=H).json()}
+    rl = runs[RUN]
+    train, evals = rl["by_type"]["train"], rl["by_type"]["eval"]
+    assert (train["tasks"], train["graded"], train["resolved"]) == (4, 4, 1)
+    assert (evals["tasks"], evals["resolved"]) == (EVAL_TASKS, EVAL_TASKS // 3)
+    assert train["resolved_share"] == 0.25  # not mixed with the held-out tasks' 1/3
+    assert rl["outcomes"] == {"agent error": 1}  # the outcome word, as the command line says it
+    gone = runs[CANCELLED]
+    assert (gone["done"], gone["cancelled"], gone["throughput"]) == (3, 3, 0.0)
+    assert (gone["resolved_share"], gone["reward_mean"]) == (None, None)  # a dash, not 0.0%

@@ -20,7 +20,15 @@ from urllib.parse import unquote
 import pytest
 
 from tests.dashboard.conftest import SHOTS
-from tests.dashboard.seed_rl import AGENT_ERROR, GROUP, PATCH, RUN, seed_curves, seed_rl
+from tests.dashboard.seed_rl import (
+    AGENT_ERROR,
+    CANCELLED,
+    GROUP,
+    PATCH,
+    RUN,
+    seed_curves,
+    seed_rl,
+)
 from tests.dashboard.test_browser import MEGAFLOW, run_config, start_dashboard
 from tests.fixtures.servers import need_binary
 
@@ -217,3 +225,22 @@ def test_link_kept_through_sign_in_and_pages_say_metrics_are_not_wired(
     fresh.wait_for_selector("#no-scheduler")
     assert "Not wired" in fresh.locator("#no-scheduler").inner_text()
     fresh.close()
+
+
+def test_runs_page_keeps_types_apart_and_cancelled_out_of_the_work(site: dict[str, Any]) -> None:
+    page = site["page"]
+    page.goto(f"{site['base']}/")
+    row = page.locator("#runs-table tr", has=page.locator(f"a:text-is('{CANCELLED}')"))
+    row.wait_for()
+    text = row.inner_text()
+    assert "3/3 (3 cancelled)" in text
+    assert "0.00 /s" in text  # cancelled tasks are no throughput
+    assert "nothing graded" in text  # a dash, not 0.0%
+    rl = page.locator("#runs-table tr", has=page.locator(f"a:text-is('{RUN}')")).inner_text()
+    assert "train: 25.0% (1/4)" in rl
+    assert "eval: 33.3% (40/120)" in rl
+    assert "agent error 1" in rl
+    shoot(page, "runs")
+    page.goto(f"{site['base']}/run?id={RUN}")
+    page.wait_for_selector("#types-table")
+    assert page.locator("#types-table tr").count() == 3  # eval and train, each its own row

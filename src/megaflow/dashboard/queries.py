@@ -4,12 +4,15 @@ Each function takes the stores and returns plain JSON-ready dicts; nothing is
 cached, so a page always shows what the stores hold now. A run's figures
 count graded samples only (tasks that ended SUCCEEDED): the resolved rate is
 the share of them the agent solved, the reward mean and spread are over
-them. Throughput is finished tasks per second since the run was created.
+them, and are kept apart per task type (``by_type``: a train run's held-out
+figures are not mixed with its rollouts'). Throughput is finished tasks per
+second since the run was created; cancelled tasks are done but not work,
+so they count in neither (the bar shows them apart).
 A task's time is the sum of its result's stage times (sandbox start,
 preparation, agent, grading: :data:`DURATION_PARTS`). A run's task list is
 paged, sorted and searched here (:func:`run_tasks`), so a run of thousands
-of tasks sends one page; each row carries its id relative to the run. The trajectory page's data is
-:mod:`megaflow.dashboard.trajectories`.
+of tasks sends one page; each row carries its id relative to the run. The
+trajectory page's data is :mod:`megaflow.dashboard.trajectories`.
 """
 
 from __future__ import annotations
@@ -57,16 +60,39 @@ def _error_kinds(records: list[TaskRecord], results: dict[str, TaskResult]) -> d
     return {k: n for k, n in kinds.items() if k is not None}
 
 
+def _figures(records: list[TaskRecord], results: dict[str, TaskResult]) -> dict[str, Any]:
+    """Graded figures of some tasks: graded count, resolved, resolved rate, reward mean
+    and spread (graded tasks only: an ungraded task has no reward)."""
+    graded = [results[r.id] for r in records if r.state is TaskState.SUCCEEDED and r.id in results]
+    rewards = [g.reward for g in graded]
+    resolved = sum(1 for g in graded if g.success)
+    return {
+        "tasks": len(records),
+        "graded": len(graded),
+        "resolved": resolved,
+        "resolved_rate": resolved / len(graded) if graded else None,
+        # the command line's "resolved share" (core/outcomes.py): over every task
+        "resolved_share": resolved / len(records) if graded else None,
+        "reward_mean": statistics.fmean(rewards) if rewards else None,
+        "reward_std": statistics.pstdev(rewards)
+        if len(rewards) > 1
+        else (0.0 if rewards else None),
+    }
+
+
 def _summary(
     run: RunSpec, records: list[TaskRecord], results: dict[str, TaskResult]
 ) -> dict[str, Any]:
     counts = Counter(r.state.value for r in records)
-    graded = [results[r.id] for r in records if r.state is TaskState.SUCCEEDED and r.id in results]
-    rewards = [g.reward for g in graded]
     done = sum(1 for r in records if r.state.terminal)
+    cancelled = counts.get(TaskState.CANCELLED.value, 0)  # ended, but no work done
     finished = [g.finished_at for g in results.values()]
     end = max(finished) if done == len(records) and finished else time.time()
     elapsed = max(end - run.created_at, 1e-9)
+    by_type: dict[str, list[TaskRecord]] = {}
+    for rec in records:
+        by_type.setdefault(_task_type(rec), []).append(rec)
+    outcomes = Counter(outcome(r.state, results.get(r.id)) for r in records)
     return {
         "id": run.id,
         "name": run.name,
@@ -74,15 +100,12 @@ def _summary(
         "states": dict(counts),
         "total": len(records),
         "done": done,
-        "graded": len(graded),
-        "resolved": sum(1 for g in graded if g.success),
-        "resolved_rate": (sum(1 for g in graded if g.success) / len(graded)) if graded else None,
-        "reward_mean": statistics.fmean(rewards) if rewards else None,
-        "reward_std": statistics.pstdev(rewards)
-        if len(rewards) > 1
-        else (0.0 if rewards else None),
-        "throughput": done / elapsed,
+        "cancelled": cancelled,
+        **_figures(records, results),
+        "throughput": (done - cancelled) / elapsed,
         "errors": _error_kinds(records, results),
+        "outcomes": {k: n for k, n in outcomes.items() if is_error(k)},
+        "by_type": {t: _figures(recs, results) for t, recs in sorted(by_type.items())},
     }
 
 

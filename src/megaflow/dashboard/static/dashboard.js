@@ -30,10 +30,19 @@ const MF = {
   taskHref(id) { return "/task?id=" + encodeURIComponent(id); },
   runHref(id) { return "/run?id=" + encodeURIComponent(id); },
 
-  progress(done, total) {
-    const bar = MF.el("div", { class: "bar", title: `${done}/${total}` });
-    bar.append(MF.el("div", { style: `width:${total ? (100 * done) / total : 0}%` }));
-    return MF.el("span", {}, bar, ` ${done}/${total}`);
+  // Done tasks in green, cancelled ones apart in grey (ended, but no work done).
+  progress(done, total, cancelled = 0) {
+    const bar = MF.el("div", { class: "bar", title: `${done}/${total}` + (cancelled ? `, ${cancelled} cancelled` : "") });
+    const pct = (n) => (total ? (100 * n) / total : 0);
+    bar.append(MF.el("div", { style: `width:${pct(done - cancelled)}%` }), MF.el("div", { class: "cancelled", style: `width:${pct(cancelled)}%` }));
+    return MF.el("span", {}, bar, ` ${done}/${total}` + (cancelled ? ` (${cancelled} cancelled)` : ""));
+  },
+
+  // Graded figures of a run or of one task type: resolved share (over every task, as the
+  // command line's), resolved of graded, reward mean ± std.
+  graded(f) {
+    if (!f.graded) return `resolved share - (nothing graded of ${f.tasks})`;
+    return `resolved share ${MF.pct(f.resolved_share)} (${f.resolved}/${f.tasks}; ${f.graded} graded), reward ${MF.num(f.reward_mean)} ± ${MF.num(f.reward_std)}`;
   },
 
   errors(kinds) {

@@ -21,10 +21,11 @@ const RUN = {
 
   summary(s) {
     const box = document.getElementById("summary");
-    box.replaceChildren(MF.progress(s.done, s.total),
-      ` resolved ${MF.pct(s.resolved_rate)} (${s.resolved}/${s.graded}), reward ` +
-      (s.reward_mean === null ? "-" : `${MF.num(s.reward_mean)} ± ${MF.num(s.reward_std)}`) +
-      `, ${MF.num(s.throughput)} tasks/s, errors: ${MF.errors(s.errors)}`);
+    box.replaceChildren(MF.progress(s.done, s.total, s.cancelled),
+      ` ${MF.graded(s)}, ${MF.num(s.throughput)} tasks/s (cancelled ones not counted), errors: ${MF.errors(s.outcomes)}`);
+    const types = Object.entries(s.by_type).map(([t, f]) => [t, f.tasks, f.graded, MF.pct(f.resolved_share), MF.num(f.reward_mean), MF.num(f.reward_std)]);
+    const tt = MF.table(["type", "tasks", "graded", "resolved share", "reward mean", "reward std"], types); tt.id = "types-table";
+    document.getElementById("by-type").replaceChildren(tt);
     if (s.done !== RUN.lastDone) { RUN.lastDone = s.done; RUN.load(); }
   },
 
