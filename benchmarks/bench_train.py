@@ -19,28 +19,30 @@
   warm-started policy (built once and kept, :mod:`peer_policy`, or
   ``--policy``), the same settings-fix prompts,
   number and size of updates and in-process reward on both sides, TRL and
-  MegaFlow's ``RankWorker`` in turn; update tokens/s, step times and the
-  reward reached, MegaFlow / TRL per run.
+  MegaFlow's ``RankWorker`` in turn, alternating, after one warm-up update
+  each, one seed per repetition (``--seeds``); update tokens/s and whole
+  step times side by side, and the reward reached, MegaFlow / TRL per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import random
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.train_loop.conftest import TASKS, train_config
 
-from ab import cpu_s, interleave, ratios, spread
+from ab import cpu_s, interleave, order_text, ratios, spread
 from megaflow.app.training.loop import TrainLoop
 from megaflow.app.training.quickstart import SFT_STEPS
 from megaflow.config import parse_config
@@ -50,7 +52,7 @@ from megaflow.model.factory import make_model_client
 from megaflow.train.config import TrainerConfig
 from megaflow.train.quickstart_model import PolicyConfig, build_policy
 from megaflow.train.samples import TrainingSample
-from report import report
+from report import add_rule_args, begin, report
 from trl_peer import measure, peer_rows, quickstart_settings
 
 
@@ -81,7 +83,7 @@ def trainer_figures(model_dir: Path, steps: int) -> dict[str, Any]:
 
     trainer = start(model_dir, TrainerConfig(lr=1e-4, micro_batch=32))
     assert trainer is not None
-    vocab = trainer._worker.model.config.vocab_size
+    vocab = cast(Any, trainer._worker).model.config.vocab_size
     try:
         trainer.step(synthetic_groups(vocab, 8, 4, 200, 64, seed=-1))  # warm-up
         tokens, wall, cpu = [], [], []
@@ -167,10 +169,22 @@ def main() -> None:
         default=SFT_STEPS,
         help="Warm-start steps when the peer's policy is built here (--quick: 20).",
     )
+    ap.add_argument(
+        "--seeds", default=None,
+        help="Comma-separated seeds of the TRL peer's repetitions (default 0..reps-1).",
+    )  # fmt: skip
+    add_rule_args(ap)
     args = ap.parse_args()
+    begin(args)
     if args.policy is not None and not (args.policy / "config.json").is_file():
         ap.error(f"--policy {args.policy}: no config.json there; give a model directory")
-    reps = 1 if args.quick else args.reps
+    reps = 2 if args.quick else max(3, args.reps)
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else list(range(reps))
+    except ValueError:
+        ap.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
+    if not seeds:
+        ap.error("--seeds: give one seed at least")
     steps = 2 if args.quick else 4
     peer = quickstart_settings(steps)
     load0 = os.getloadavg()[0]
@@ -185,12 +199,12 @@ def main() -> None:
         )
         tf = trainer_figures(quick_policy, 2 if args.quick else 5)
         sft = 20 if args.quick else args.sft_steps
-        res = measure(reps, args.policy, sft, root / "peer", peer)
+        res = measure(seeds, args.policy, sft, root / "peer", peer)
         walls: dict[str, list[list[float]]] = {}
         for label, sleep_s in (("this machine", 0.0), ("sandbox-bound", args.sandbox_sleep)):
             walls[label] = interleave(reps, [
-                lambda s=sleep_s: loop_wall(root, tiny, "sync", steps, s),
-                lambda s=sleep_s: loop_wall(root, tiny, "async", steps, s),
+                functools.partial(loop_wall, root, tiny, "sync", steps, sleep_s),
+                functools.partial(loop_wall, root, tiny, "async", steps, sleep_s),
             ])  # fmt: skip
     ms = "{:.0f} ms".format
     rows = [
@@ -217,9 +231,12 @@ def main() -> None:
         "Async vs sync: the real loop with a 0.1 M-parameter policy (its episodes end at "
         "format errors, so rollouts are short), one held-out instance, no checkpoints; "
         f"sandbox-bound adds {args.sandbox_sleep:g} s before every sandbox is handed out. "
-        "Ratio: sync wall time / async wall time, per repetition. "
+        f"Ratio: sync wall time / async wall time, per repetition ({order_text(2)}). "
         f"Peer: A is MegaFlow's RankWorker, B TRL {trl_version()}'s GRPOTrainer, in this "
-        f"process on CPU with one torch thread, {reps} run(s) of each in turn, each from the "
+        f"process on CPU with one torch thread, {len(res.seeds)} run(s) of each, seeds "
+        f"{', '.join(map(str, res.seeds))} (prompt order, sampling and trainer; the same for "
+        f"both sides within a run), in turn ({res.order}) after one untimed one-update run "
+        "of each, each from the "
         f"same warm-started policy ({res.policy}), on the same settings-fix train prompts in the "
         f"same order, {peer.prompts} prompts x {peer.group} samples per update, lr {peer.lr:g}, "
         f"temperature {peer.temperature:g}, at most {peer.max_new} completion tokens, no KL, "
@@ -243,6 +260,9 @@ def main() -> None:
         rows,
         notes,
         load_before=load0,
+        args=args,
+        seeds=seeds,
+        reps=reps,
     )
 
 

@@ -18,8 +18,13 @@ in the process, batched, then updates:
   :class:`megaflow.train.worker.RankWorker`'s step (token-level loss, no KL),
   against the logprobs the sampler computed.
 
-The figure compared is the update's throughput: completion tokens of the
-step per second of update wall time (and per CPU-second of this process).
+The figures compared, side by side: the update's throughput (completion
+tokens of the step per second of update wall time, and per CPU-second of
+this process) and the whole step's (sampling, reward and update). Each
+repetition has its own seed (prompt order, sampling, the trainer's), the
+same for both sides within it; the sides alternate (TRL MegaFlow, MegaFlow
+TRL, ...) after one untimed warm-up run of one update each, so neither is
+measured cold.
 MegaFlow's real loop samples through sandboxes and the model gateway, not
 like this; ``bench_train`` measures that loop separately.
 """
@@ -30,13 +35,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ab import cpu_s, ratios, spread
+from ab import cpu_s, interleave_reps, order_text, ratios, spread
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
 from megaflow.train.config import TrainerConfig
@@ -64,14 +69,19 @@ def quickstart_settings(steps: int, config: Path = QUICKSTART) -> PeerSettings:
     """``steps`` updates shaped as the train quickstart's config shapes its own."""
     import yaml
 
+    from megaflow.agent.config import BuiltinAgentConfig
     from megaflow.config import parse_config
 
     cfg = parse_config(yaml.safe_load(config.read_text()))
-    if cfg.agent.system_prompt != SYSTEM or cfg.train is None:
+    agent = cfg.agent
+    if (
+        not isinstance(agent, BuiltinAgentConfig) or agent.system_prompt != SYSTEM
+        or cfg.train is None or agent.completion_tokens is None
+    ):  # fmt: skip
         raise ValueError(f"{config}: not the quickstart the study's prompts and verifier are for")
     return PeerSettings(
         steps=steps, prompts=cfg.train.prompts_per_step, group=cfg.samples, lr=cfg.train.lr,
-        temperature=cfg.train.temperature, max_new=cfg.agent.completion_tokens,
+        temperature=cfg.train.temperature, max_new=agent.completion_tokens,
     )  # fmt: skip
 
 
@@ -134,6 +144,9 @@ def run_megaflow(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings) -> 
     tok = AutoTokenizer.from_pretrained(policy)
     sampler = Sampler(worker.model, tok, s.max_new)
     side = Side("MegaFlow")
+    import torch
+
+    torch.manual_seed(s.seed)  # this repetition's sampling draws
     for step in range(s.steps):
         c0, t0 = cpu_s(), time.perf_counter()
         insts = plan[step * s.prompts : (step + 1) * s.prompts]
@@ -170,7 +183,7 @@ def run_megaflow(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings) -> 
 def run_trl(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings, work: Path) -> Side:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
     from datasets import Dataset  # type: ignore[import-untyped]
 
@@ -188,7 +201,7 @@ def run_trl(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings, work: Pa
         side.reward.append(sum(out) / len(out))
         return out
 
-    class Timed(GRPOTrainer):  # type: ignore[misc]
+    class Timed(GRPOTrainer):
         def _generate_and_score_completions(self, inputs: Any) -> Any:
             c0, t0 = cpu_s(), time.perf_counter()
             out = super()._generate_and_score_completions(inputs)
@@ -201,7 +214,7 @@ def run_trl(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings, work: Pa
                     raise RuntimeError(f"TRL's prompt ids for {x['instance_id']} differ")
             return out
 
-    class Clock(TrainerCallback):  # type: ignore[misc]
+    class Clock(TrainerCallback):
         def on_step_begin(self, *a: Any, **kw: Any) -> None:
             marks["t"], marks["c"] = time.perf_counter(), cpu_s()
 
@@ -223,7 +236,7 @@ def run_trl(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings, work: Pa
     )
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
     trainer = Timed(
-        model=model, reward_funcs=reward, args=args, train_dataset=data,
+        model=model, reward_funcs=cast(Any, reward), args=args, train_dataset=data,
         processing_class=tok, callbacks=[Clock()],
     )  # fmt: skip
     trainer.remove_callback(PrinterCallback)  # its log line per step; the table has the figures
@@ -238,14 +251,18 @@ class PeerResult:
     megaflow: list[Side]
     before: float  # the start policy's held-out reward
     policy: str  # where the policy came from
+    seeds: list[int] = field(default_factory=list)
+    order: str = ""
 
 
 def measure(
-    reps: int, policy: Path | None, sft_steps: int, work: Path, s: PeerSettings
+    seeds: Sequence[int], policy: Path | None, sft_steps: int, work: Path, s: PeerSettings
 ) -> PeerResult:
-    """``reps`` runs of each side, TRL then MegaFlow in turn, from ``policy`` (None: the
-    cached policy for ``sft_steps`` warm-start steps, built first if missing). One torch
-    thread throughout: on a shared 2-core machine two threads run far slower."""
+    """One run of each side per seed, the order alternating (TRL first, then
+    MegaFlow first, ...), after one untimed one-update run of each, from
+    ``policy`` (None: the cached policy for ``sft_steps`` warm-start steps, built
+    first if missing, from ``s.seed``). One torch thread throughout: on a shared
+    2-core machine two threads run far slower."""
     import torch
 
     threads = torch.get_num_threads()
@@ -260,15 +277,25 @@ def measure(
         else:
             source = shown(policy)
         before = policy_reward(policy, s.max_new)
-        plan = prompt_plan(s)
-        trl: list[Side] = []
-        mf: list[Side] = []
-        for r in range(reps):
-            trl.append(run_trl(policy, plan, s, work / f"trl-{r}"))
-            mf.append(run_megaflow(policy, plan, s))
+        start = policy
+
+        def settings(rep: int) -> PeerSettings:
+            if rep < 0:  # the warm-up: one update, a seed no repetition uses
+                return replace(s, steps=1, seed=10_000 - rep)
+            return replace(s, seed=seeds[rep])
+
+        def trl(rep: int) -> Side:
+            run = settings(rep)
+            return run_trl(start, prompt_plan(run), run, work / f"trl-{rep}")
+
+        def megaflow(rep: int) -> Side:
+            run = settings(rep)
+            return run_megaflow(start, prompt_plan(run), run)
+
+        got_trl, got_mf = interleave_reps(len(seeds), [trl, megaflow], warmup=1)
     finally:
         torch.set_num_threads(threads)
-    return PeerResult(trl, mf, before, source)
+    return PeerResult(got_trl, got_mf, before, source, list(seeds), order_text(2))
 
 
 def peer_rows(res: PeerResult, s: PeerSettings) -> list[list[str]]:
@@ -297,6 +324,12 @@ def peer_rows(res: PeerResult, s: PeerSettings) -> list[list[str]]:
             "{:.2f} s",
         ),
         row("peer: whole step (sampling, reward, update)", Side.step_s, "{:.2f} s"),
+        [
+            "peer: speed MegaFlow / TRL (> 1: MegaFlow faster), A update only, B whole step",
+            spread(ratios([x.tok_s() for x in mf], [x.tok_s() for x in trl]), "{:.2f}x".format),
+            spread(ratios([x.step_s() for x in trl], [x.step_s() for x in mf]), "{:.2f}x".format),
+            "-",
+        ],
         ["peer: train reward, first -> last update (mean over runs)", curve(mf), curve(trl), "-"],
         row(
             f"peer: held-out reward after the updates (greedy; {before:.2f} before)",
