@@ -11,8 +11,10 @@ STAMP  := $(VENV)/.installed
 POLICY := .megaflow/models/settings-fix
 QUICKSTART := .megaflow/train/quickstart
 # Test processes (pytest-xdist), a test file each at a time: its fixtures stay in one process.
+# Files go out in collection order, which tests/fixtures/ordering.py makes longest first
+# (xdist's own reorder puts the files with most tests first, the long single tests last).
 TEST_WORKERS ?= 2
-XDIST  := -n $(TEST_WORKERS) --dist loadfile
+XDIST  := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: setup sysdeps openhands run eval train test test-fast lint fmt bench proto clean
 
