@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import socket
 import subprocess
 import sys
@@ -305,3 +306,21 @@ async def test_reset_without_setup_uses_the_snapshot_taken_at_start(rt: Containe
         await sb.reset()
         assert (await sb.exec(listing)).stdout == before
         assert "/bin/busybox" in before
+
+
+def test_the_seccomp_profile_is_inline_for_docker_and_a_private_file_for_podman() -> None:
+    from megaflow.environment.container.seccomp import Profiles, profile
+    from megaflow.environment.local.seccomp import DENIED
+
+    rules = profile("none", "x86_64")["syscalls"]
+    assert set(DENIED) <= {n for r in rules if "args" not in r for n in r["names"]}
+    profiles = Profiles()
+    docker_opt = profiles.security_opt("none", podman=False)
+    assert json.loads(docker_opt.removeprefix("seccomp=")) == profile("none")
+    path = Path(profiles.security_opt("host", podman=True).removeprefix("seccomp="))
+    try:
+        assert json.loads(path.read_text()) == profile("host")
+        assert path.parent.stat().st_mode & 0o077 == 0  # no other user can swap it
+    finally:
+        profiles.close()
+    assert not path.exists()

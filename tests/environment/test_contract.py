@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from megaflow.core.errors import NotFound, SandboxError
+from megaflow.environment.abstract import SandboxResources
 from tests.environment.conftest import Target
 
 SPEC = {"files": {"hello.txt": "hi there\n"}, "env": {"GREETING": "hello"}}
@@ -143,3 +147,71 @@ async def test_exec_without_timeout(target: Target) -> None:
     async with await target.runtime.create(target.spec(**SPEC)) as sb:
         result = await sb.exec("sleep 0.1; echo done", timeout=None)
         assert (result.stdout, result.timed_out) == ("done\n", False)
+
+
+# -- the same defences in every runtime ---------------------------------------------
+# The attack: a new user namespace (where the process is root with every capability),
+# and in it a mount. Run as-is on the host (no sandbox), it succeeds.
+ESCAPE = 'mkdir -p "$0" && unshare -Urm sh -c \'mount -t tmpfs t "$0" && echo ESCAPED\' "$0"'
+
+
+def test_the_escape_works_where_no_sandbox_holds_it(tmp_path: Path) -> None:
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare on this host")
+    done = subprocess.run(["sh", "-c", ESCAPE, str(tmp_path / "m")], capture_output=True, text=True)
+    if done.returncode != 0 and "Operation not permitted" in done.stderr:
+        pytest.skip(f"this host itself refuses new user namespaces: {done.stderr}")
+    assert done.stdout.strip() == "ESCAPED", done.stderr
+
+
+def not_yet(request: pytest.FixtureRequest, why: str, *runtimes: str) -> None:
+    """Mark this runtime's run of the test as a known failure: strict, so the day the
+    runtime keeps the defence the mark must go."""
+    if request.node.callspec.params.get("target") in runtimes:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=why))
+
+
+KUBE_GAP = "the kubernetes runtime's pods are not yet under the local seccomp policy"
+
+
+async def test_no_new_user_namespace_and_no_mount(
+    target: Target, request: pytest.FixtureRequest
+) -> None:
+    not_yet(request, KUBE_GAP, "kubernetes")
+    async with await target.runtime.create(target.spec(**SPEC)) as sb:
+        attack = await sb.exec(["sh", "-c", ESCAPE, "/tmp/m"])
+        assert "ESCAPED" not in attack.stdout, attack
+        assert attack.exit_code != 0, attack
+        direct = await sb.exec("unshare -U true")
+        assert direct.exit_code != 0, direct
+        mount = await sb.exec("mkdir -p /tmp/n && mount -t tmpfs t /tmp/n && echo MOUNTED")
+        assert "MOUNTED" not in mount.stdout, mount
+
+
+# Every place a process in a sandbox might write (the workspace is "."), 32 MiB each.
+SPOTS = (".", "/tmp", "/var/tmp", "/root", "/home", "/run", "/dev/shm", "/", "/etc", "/usr",
+         "/opt", "/.megaflow")  # fmt: skip
+FILL = (
+    'for d in "$@"; do f="$d/megaflow-fill"; dd if=/dev/zero of="$f" bs=1M count=32 '
+    '2>/dev/null; echo "$d $(wc -c < "$f" 2>/dev/null || echo 0)"; rm -f "$f"; done'
+)
+
+
+async def _written(target: Target, **resources: int) -> dict[str, int]:
+    spec = target.spec(**SPEC, resources=SandboxResources(memory_mb=512, **resources))
+    async with await target.runtime.create(spec) as sb:
+        out = await sb.exec(["sh", "-c", FILL, "fill", *SPOTS], timeout=120)
+    got = dict(line.rsplit(" ", 1) for line in out.stdout.splitlines())
+    assert set(got) == set(SPOTS), out
+    return {d: int(n) for d, n in got.items()}
+
+
+async def test_disk_mb_bounds_every_writable_path(
+    target: Target, request: pytest.FixtureRequest
+) -> None:
+    not_yet(request, "the kubernetes runtime bounds no path by disk_mb yet", "kubernetes")
+    unbounded = await _written(target)  # the attack takes 32 MiB where nothing bounds it
+    assert unbounded["."] == 32 << 20, unbounded
+    bounded = await _written(target, disk_mb=8)
+    over = {d: n for d, n in bounded.items() if n > 8 << 20}
+    assert not over, f"written past disk_mb=8 MiB: {over}"

@@ -63,6 +63,7 @@ class Engine:
         self._ctl: ThreadPoolExecutor | None = None
         self._streams: ThreadPoolExecutor | None = None
         self._facts: dict[str, Any] | None = None  # the engine's CPUs and memory
+        self._podman: bool | None = None
 
     def client(self) -> docker.DockerClient:
         """The engine client; connects on first use (blocking). Raises ``TransportError``."""
@@ -94,6 +95,13 @@ class Engine:
         if self._facts is None:
             self._facts = self.client().info()
         return int(self._facts.get("NCPU") or 0), int(self._facts.get("MemTotal") or 0)
+
+    def is_podman(self) -> bool:
+        """Whether the engine is Podman (its Docker-compatible API), not Docker (blocking, once)."""
+        if self._podman is None:
+            parts = self.client().version().get("Components") or []
+            self._podman = any("podman" in str(c.get("Name", "")).lower() for c in parts)
+        return self._podman
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a short blocking engine call on the control threads."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxInfo
 from megaflow.environment.config import ContainerRuntimeConfig
-from megaflow.environment.container.scripts import KEEPER_SCRIPT
+from megaflow.environment.container.scripts import KEEPER_SCRIPT, STATE_DIR
 
 
 def populates(spec: EnvironmentSpec) -> bool:
@@ -31,8 +31,11 @@ def container_args(
     *,
     host: str,
     instance: str,
+    seccomp: str,
 ) -> dict[str, Any]:
-    """The engine's ``containers.create`` arguments for one sandbox on image ``ref``."""
+    """The engine's ``containers.create`` arguments for one sandbox on image ``ref``;
+    ``seccomp`` is the ``security_opt`` entry of the sandboxes' seccomp profile
+    (:mod:`megaflow.environment.container.seccomp`)."""
     res = spec.resources
     labels = {
         "megaflow.namespace": config.namespace,
@@ -62,10 +65,29 @@ def container_args(
         "pids_limit": res.pids,
         "init": config.init,
         "detach": True,
+        "security_opt": [seccomp],  # the local sandboxes' seccomp policy
     }
-    if res.disk_mb is not None:  # a sized tmpfs: portable, unlike storage quotas
-        args["tmpfs"] = {spec.workdir: f"size={res.disk_mb}m,mode=0755"}
+    if res.disk_mb is not None:
+        args.update(disk_args(spec.workdir, res.disk_mb))
     return args
+
+
+# Where a process may write in a sandbox with ``disk_mb``: everything else is the
+# image's read-only root. (path, mode); the engine's own /dev stays as it made it.
+WRITABLE = (("/tmp", "1777"), ("/var/tmp", "1777"), ("/root", "0700"), ("/home", "0755"),
+            ("/run", "0755"), (STATE_DIR, "0700"))  # fmt: skip
+
+
+def disk_args(workdir: str, disk_mb: int) -> dict[str, Any]:
+    """``disk_mb`` on every writable path: a read-only root, and a tmpfs of that size
+    on the workspace, /tmp, /var/tmp, /root, /home, /run, the reset snapshot's
+    folder and /dev/shm. Sized tmpfs mounts work on every engine and storage driver
+    (the root's own size, ``--storage-opt size``, needs overlay on XFS with project
+    quotas); their pages are charged to the container's memory limit."""
+    size = f"size={disk_mb}m"
+    tmpfs = {path: f"{size},mode={mode}" for path, mode in WRITABLE}
+    tmpfs[workdir] = f"{size},mode=0755"
+    return {"read_only": True, "tmpfs": tmpfs, "shm_size": f"{disk_mb}m"}
 
 
 def from_labels(c: dict[str, Any]) -> SandboxInfo:

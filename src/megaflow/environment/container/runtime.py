@@ -43,6 +43,7 @@ from megaflow.environment.container.labels import (
     populates,
 )
 from megaflow.environment.container.sandbox import ContainerSandbox
+from megaflow.environment.container.seccomp import Profiles
 from megaflow.environment.container.tar import files_tar, repo_tar
 from megaflow.monitoring.environment import EnvironmentMetrics
 
@@ -63,6 +64,7 @@ class ContainerRuntime(Runtime):
         self.host = socket.gethostname()
         self.engine = Engine(self.config, self._image_loaded)
         self._mine: dict[str, ContainerSandbox] = {}
+        self.seccomp = Profiles()
 
     # -- engine -----------------------------------------------------------------
 
@@ -105,6 +107,7 @@ class ContainerRuntime(Runtime):
         if self.engine.images is not None:
             await self.engine.images.close()
         self.engine.close()
+        self.seccomp.close()
 
     # -- sandboxes -------------------------------------------------------------
 
@@ -137,9 +140,12 @@ class ContainerRuntime(Runtime):
         if self.metrics:
             self.metrics.moved(self.name, None, "starting")
         try:
+            podman = await self.run(self.engine.is_podman)
+            seccomp = self.seccomp.security_opt(spec.network, podman=podman)
             kwargs = container_args(
-                self.config, spec, info, ref, host=self.host, instance=self.instance
-            )
+                self.config, spec, info, ref, host=self.host, instance=self.instance,
+                seccomp=seccomp,
+            )  # fmt: skip
             await self.run(self._check_limits, spec)
             container = await self.run(client.containers.create, **kwargs)
             sandbox = ContainerSandbox(self, client, container.id, info, spec, image)
