@@ -106,29 +106,32 @@ class SetSampler:
         for n in live:
             self.credit[n] += self.per_step * self.weights[n] / total
         chosen: list[str] = []
+        taken: set[str] = set()
+        per_set = dict.fromkeys(live, 0)
         for _ in range(self.per_step):
-            left = {n: [k for k in open_[n] if k not in chosen] for n in live}
-            names = [n for n in live if left[n]]
+            names = [n for n in live if len(open_[n]) > per_set[n]]
             if not names:
                 break
             name = max(names, key=lambda n: (self.credit[n], -live.index(n)))
             self.credit[name] -= 1.0
             if self.curriculum is not None:
-                cands = left[name]
+                cands = [k for k in open_[name] if k not in taken]
                 key = rng.choices(cands, weights=[self.task_weight(k) for k in cands])[0]
             else:
-                key = self._next(name, set(left[name]))
+                key = self._next(name, taken)
             chosen.append(key)
+            taken.add(key)
+            per_set[name] += 1
         for n in live:  # a set short of tasks does not hoard credit
             self.credit[n] = max(-self.per_step, min(self.per_step, self.credit[n]))
         return chosen
 
-    def _next(self, name: str, allowed: set[str]) -> str:
-        """The next task of the set's own order that the step may take."""
+    def _next(self, name: str, taken: set[str]) -> str:
+        """The next task of the set's own order that the step has not taken."""
         while True:
             order = self._order[name]
             for i, key in enumerate(order):
-                if key in allowed:
+                if key not in taken:
                     del order[i]
                     return key
             # this pass is used up (or holds only tasks the step has): start the next
