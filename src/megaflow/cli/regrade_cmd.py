@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from megaflow.cli.common import ConfigOption, DbOption, console, fail, metadata_config, storage_of
+from megaflow.cli.ids import resolve_run
 from megaflow.core.errors import MegaFlowError
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def _grading(path: Path | None) -> GraderConfig | None:
 
 
 def regrade(
-    run_id: str = typer.Argument(..., help="The run whose samples to grade again."),
+    run_id: str = typer.Argument(
+        ..., help="The run whose samples to grade again (its id or a unique prefix)."
+    ),
     grading: Path = typer.Option(
         None,
         "--grading",
@@ -64,12 +67,13 @@ def regrade(
     meta_cfg = metadata_config(db, config)
     art_cfg = storage_of(config).artifacts if config else LocalArtifactsConfig(root=artifacts)
 
-    async def go() -> list[object]:
+    async def go() -> tuple[str, list[object]]:
         async with make_metadata_store(meta_cfg) as md, make_artifact_store(art_cfg) as art:
-            return list(await run_regrade(md, art, run_id, override, concurrency))
+            rid = await resolve_run(md, run_id)  # a whole id or a unique prefix
+            return rid, list(await run_regrade(md, art, rid, override, concurrency))
 
     try:
-        done = asyncio.run(go())
+        run_id, done = asyncio.run(go())
     except MegaFlowError as exc:
         fail(str(exc))
     from megaflow.app.regrade import Regraded
