@@ -26,6 +26,7 @@ PATCH = "--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n-DEBUG = True,\n+DEB
 WORDS = ["<s>", "fix", "the", "settings", "write_file", "DEBUG", "=", "True", "done", "\n"]
 EVAL_TASKS = 120
 CANCELLED = "all-cancelled"
+DEAD = "driver-died"
 PATH = [TaskState.SCHEDULED, TaskState.STARTING, TaskState.RUNNING, TaskState.GRADING]
 
 
@@ -101,6 +102,9 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
             metrics={"agent_s": float(n)},
         ))  # fmt: skip
     await meta.create_run(RunSpec(id=f"{RUN}-control", name="rl", config=config))
+    await meta.create_run(RunSpec(id=DEAD, name="dead", labels={"job": DEAD}))
+    await meta.add_tasks([TaskSpec(id=f"{DEAD}/t{n}/0", run_id=DEAD) for n in range(2)])
+    await meta.claim_lease(DEAD, "elsewhere:1:dead", ttl_s=0.001)  # its driver stopped renewing
     await meta.create_run(RunSpec(id=CANCELLED, name="cancelled"))
     gone = [TaskSpec(id=f"{CANCELLED}/t{n}/0", run_id=CANCELLED) for n in range(3)]
     await meta.add_tasks(gone)

@@ -21,6 +21,7 @@ from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from tests.dashboard.seed_rl import (
     AGENT_ERROR,
     CANCELLED,
+    DEAD,
     EVAL_TASKS,
     GROUP,
     RUN,
@@ -125,3 +126,5 @@ def test_figures_per_type_and_a_cancelled_run(client: TestClient) -> None:
     gone = runs[CANCELLED]
     assert (gone["done"], gone["cancelled"], gone["throughput"]) == (3, 3, 0.0)
     assert (gone["resolved_share"], gone["reward_mean"]) == (None, None)  # a dash, not 0.0%
+    assert runs[DEAD]["driver"] == "gone"  # unfinished, and its lease ended
+    assert runs[RUN]["driver"] is None  # nothing unfinished

@@ -23,6 +23,7 @@ from tests.dashboard.conftest import SHOTS
 from tests.dashboard.seed_rl import (
     AGENT_ERROR,
     CANCELLED,
+    DEAD,
     GROUP,
     PATCH,
     RUN,
@@ -240,7 +241,11 @@ def test_runs_page_keeps_types_apart_and_cancelled_out_of_the_work(site: dict[st
     assert "train: 25.0% (1/4)" in rl
     assert "eval: 33.3% (40/120)" in rl
     assert "agent error 1" in rl
+    dead = page.locator("#runs-table tr", has=page.locator(f"a:text-is('{DEAD}')")).inner_text()
+    assert "driver gone" in dead
     shoot(page, "runs")
     page.goto(f"{site['base']}/run?id={RUN}")
     page.wait_for_selector("#types-table")
     assert page.locator("#types-table tr").count() == 3  # eval and train, each its own row
+    page.goto(f"{site['base']}/run?id={DEAD}")
+    page.wait_for_selector("#driver-gone")

@@ -28,6 +28,7 @@ from megaflow.core.outcomes import is_error, outcome
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
+from megaflow.storage.lease import dead_here
 
 HISTOGRAM_BINS = 10
 DURATION_PARTS = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
@@ -109,19 +110,33 @@ def _summary(
     }
 
 
+async def _driver(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) -> str | None:
+    """``gone`` when the run has unfinished tasks and the driver lease of its job has ended
+    (or its process on this host is dead: core/outcomes.py's "driver gone"), ``alive`` while
+    the lease holds; None when nothing is unfinished or no driver leased the run (a
+    cluster's runs, an older store)."""
+    if all(r.state.terminal for r in records):
+        return None
+    lease = await meta.get_lease(run.labels.get("job", run.id))  # an arm's job holds it
+    if lease is None:
+        return None
+    return "gone" if lease.expires_at < time.time() or dead_here(lease.owner) else "alive"
+
+
+async def _summarised(meta: MetadataStore, run: RunSpec) -> dict[str, Any]:
+    records = await meta.list_tasks(run.id)
+    view = _summary(run, records, _results(await meta.list_results(run.id)))
+    view["driver"] = await _driver(meta, run, records)
+    return view
+
+
 async def run_summaries(meta: MetadataStore) -> list[dict[str, Any]]:
     """Every run, newest first, with its state counts and figures."""
-    out = []
-    for run in reversed(await meta.list_runs()):
-        records = await meta.list_tasks(run.id)
-        out.append(_summary(run, records, _results(await meta.list_results(run.id))))
-    return out
+    return [await _summarised(meta, run) for run in reversed(await meta.list_runs())]
 
 
 async def run_summary(meta: MetadataStore, run_id: str) -> dict[str, Any]:
-    run = await meta.get_run(run_id)
-    records = await meta.list_tasks(run_id)
-    return _summary(run, records, _results(await meta.list_results(run_id)))
+    return await _summarised(meta, await meta.get_run(run_id))
 
 
 def histogram(
