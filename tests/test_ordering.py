@@ -17,19 +17,24 @@ def test_every_measured_file_exists() -> None:
     assert not missing, missing
 
 
-def _item(path: Path, name: str) -> pytest.Item:
-    return cast(pytest.Item, SimpleNamespace(path=path, name=name))
+def _item(path: Path, name: str, slow: bool = False) -> pytest.Item:
+    marker = pytest.mark.slow.mark if slow else None
+    item = SimpleNamespace(path=path, name=name, get_closest_marker=lambda _name: marker)
+    return cast(pytest.Item, item)
 
 
-def test_the_longest_files_go_first_and_each_file_stays_whole() -> None:
+def test_the_longest_files_go_first_then_slow_ones_and_each_file_stays_whole() -> None:
     long, longer = sorted(SECONDS, key=SECONDS.__getitem__)[-2:]
-    order = [("a/test_x.py", "1"), (long, "1"), ("a/test_x.py", "2"), (long, "2"), (longer, "1")]
-    items = [_item(TESTS / path, name) for path, name in order]
-    items.append(_item(Path("/elsewhere/test_y.py"), "1"))
+    items = [
+        _item(TESTS / "a/test_x.py", "1"), _item(TESTS / "a/test_x.py", "2"),
+        _item(TESTS / "a/test_s.py", "1"), _item(TESTS / "a/test_s.py", "2", slow=True),
+        _item(TESTS / long, "1"), _item(TESTS / long, "2"), _item(TESTS / longer, "1"),
+        _item(Path("/elsewhere/test_y.py"), "1"),
+    ]  # fmt: skip
     pytest_collection_modifyitems(items)
     got = [(str(i.path.relative_to(TESTS)) if i.path.is_relative_to(TESTS) else "y", i.name)
            for i in items]  # fmt: skip
     assert got == [
-        (longer, "1"), (long, "1"), (long, "2"), ("a/test_x.py", "1"), ("a/test_x.py", "2"),
-        ("y", "1"),
+        (longer, "1"), (long, "1"), (long, "2"), ("a/test_s.py", "1"), ("a/test_s.py", "2"),
+        ("a/test_x.py", "1"), ("a/test_x.py", "2"), ("y", "1"),
     ]  # fmt: skip
