@@ -20,7 +20,9 @@ from megaflow.core.trajectory import Action, ModelCall, Observation, Trajectory
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 
 RUN = "rl"
-GROUP = f"{RUN}/ab12.s00001.settings-fix-3"
+INSTANCE = "settings-fix-3"
+GROUP = f"{RUN}/ab12.s00001.{INSTANCE}"
+CONTROL = f"{RUN}-control"
 AGENT_ERROR = "the model gave 2 malformed answers in a row (trajectory x); giving up"
 PATCH = "--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n-DEBUG = True,\n+DEBUG = True\n"
 WORDS = ["<s>", "fix", "the", "settings", "write_file", "DEBUG", "=", "True", "done", "\n"]
@@ -71,8 +73,10 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
     config = {"model": {"type": "transformers", "path": str(tokenizer_dir(tmp))},
               "train": {"kl_coef": 0.0, "steps": 3}}  # fmt: skip
     await meta.create_run(RunSpec(id=RUN, name="rl", config=config))
+    named = {"instance_id": INSTANCE}
     group = [
-        TaskSpec(id=f"{GROUP}/{n}", run_id=RUN, type=TaskType.TRAIN, sample=n) for n in range(4)
+        TaskSpec(id=f"{GROUP}/{n}", run_id=RUN, type=TaskType.TRAIN, sample=n, payload=named)
+        for n in range(4)
     ]
     evals = [
         TaskSpec(id=f"{RUN}/ab12.e00000.heldout-{n:03d}/0", run_id=RUN, type=TaskType.EVAL)
@@ -101,7 +105,15 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
             task_id=spec.id, success=n % 3 == 0, reward=float(n % 3 == 0),
             metrics={"agent_s": float(n)},
         ))  # fmt: skip
-    await meta.create_run(RunSpec(id=f"{RUN}-control", name="rl", config=config))
+    await meta.create_run(RunSpec(id=CONTROL, name="rl", config=config))
+    ctl = [
+        TaskSpec(id=f"{CONTROL}/cd34.s00001.{INSTANCE}/{n}", run_id=CONTROL, type=TaskType.TRAIN,
+                 sample=n, payload=named)
+        for n in range(2)
+    ]  # fmt: skip
+    await meta.add_tasks(ctl)
+    for spec in ctl:
+        await _finish(meta, spec, TaskResult(task_id=spec.id, success=False, reward=0.0))
     await meta.create_run(RunSpec(id=DEAD, name="dead", labels={"job": DEAD}))
     await meta.add_tasks([TaskSpec(id=f"{DEAD}/t{n}/0", run_id=DEAD) for n in range(2)])
     await meta.claim_lease(DEAD, "elsewhere:1:dead", ttl_s=0.001)  # its driver stopped renewing
@@ -123,7 +135,7 @@ def step(n: int, reward: float, **extra: Any) -> dict[str, Any]:
 
 def seed_curves(train_dir: Path) -> None:
     """curve.json of ``rl`` (3 steps, rising) and of ``rl-control`` (3 steps, flat)."""
-    for run, rewards in ((RUN, (0.3, 0.5, 0.7)), (f"{RUN}-control", (0.3, 0.3, 0.3))):
+    for run, rewards in ((RUN, (0.3, 0.5, 0.7)), (CONTROL, (0.3, 0.3, 0.3))):
         curve = {"run_id": run, "steps": [step(i + 1, r) for i, r in enumerate(rewards)],
                  "evals": [{"step": 0, "weights_version": 0, "reward_mean": 0.25, "ci_low": 0.1,
                             "ci_high": 0.4, "samples": 8},

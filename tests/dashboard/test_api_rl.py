@@ -21,9 +21,11 @@ from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from tests.dashboard.seed_rl import (
     AGENT_ERROR,
     CANCELLED,
+    CONTROL,
     DEAD,
     EVAL_TASKS,
     GROUP,
+    INSTANCE,
     RUN,
     seed_curves,
     seed_rl,
@@ -128,3 +130,13 @@ def test_figures_per_type_and_a_cancelled_run(client: TestClient) -> None:
     assert (gone["resolved_share"], gone["reward_mean"]) == (None, None)  # a dash, not 0.0%
     assert runs[DEAD]["driver"] == "gone"  # unfinished, and its lease ended
     assert runs[RUN]["driver"] is None  # nothing unfinished
+
+
+def test_two_runs_per_instance(client: TestClient) -> None:
+    v = client.get(f"/api/compare?a={RUN}&b={CONTROL}", headers=H).json()
+    rows = {(r["instance"], r["type"]): r for r in v["rows"]}
+    both = rows[(INSTANCE, "train")]  # same instance, ids that differ by run and round
+    assert (both["a"]["samples"], both["a"]["resolved"], both["b"]["samples"]) == (4, 1, 2)
+    assert both["delta"] == pytest.approx(-0.25)
+    assert rows[("ab12.e00000.heldout-000", "eval")]["b"] is None  # sampled by one run only
+    assert client.get(f"/api/compare?a={RUN}&b=nope", headers=H).status_code == 404

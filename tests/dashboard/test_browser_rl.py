@@ -247,5 +247,12 @@ def test_runs_page_keeps_types_apart_and_cancelled_out_of_the_work(site: dict[st
     page.goto(f"{site['base']}/run?id={RUN}")
     page.wait_for_selector("#types-table")
     assert page.locator("#types-table tr").count() == 3  # eval and train, each its own row
+    page.locator("#vs-control").click()  # the run and its control arm, per instance
+    page.wait_for_selector("#compare-table")
+    row = page.locator("#compare-table tr", has_text="settings-fix-3").inner_text()
+    assert "1/4" in row
+    assert "0/2" in row
+    assert "-0.25" in row
+    assert "vs=rl-control" in page.url
     page.goto(f"{site['base']}/run?id={DEAD}")
     page.wait_for_selector("#driver-gone")

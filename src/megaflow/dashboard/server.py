@@ -32,6 +32,7 @@ from fastapi.responses import (
 from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.dashboard import queries, trajectories
 from megaflow.dashboard.auth import COOKIE, OPEN_PATHS, DashboardAuth
+from megaflow.dashboard.compare import compare_runs
 from megaflow.dashboard.live import LiveMetrics
 from megaflow.dashboard.training import TrainingRuns
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
@@ -142,6 +143,10 @@ def create_app(
         return await _found(
             lambda: _run_view(meta, train, id, sort=sort, page=page, per_page=per_page, **filters)
         )
+
+    @app.get("/api/compare")
+    async def compare(a: str, b: str) -> Any:
+        return await _found(lambda: compare_runs(meta, a, b))
 
     @app.get("/api/task")
     async def task(id: str) -> Any:

@@ -16,6 +16,8 @@ const RUN = {
     for (const [k, el] of Object.entries(RUN.filters)) { const v = document.getElementById(el).value.trim(); if (v) q.set(k, v); }
     if (RUN.sort !== "id") q.set("sort", RUN.sort);
     if (RUN.page > 1) q.set("page", String(RUN.page));
+    const vs = document.getElementById("vs").value.trim();
+    if (vs) q.set("vs", vs);
     return q;
   },
 
@@ -96,6 +98,7 @@ const RUN = {
     for (const el of ["f-state", "f-type", "f-error"]) document.getElementById(el).onchange = () => { RUN.page = 1; RUN.load(); };
     let typing;
     document.getElementById("f-q").oninput = () => { clearTimeout(typing); typing = setTimeout(() => { RUN.page = 1; RUN.load(); }, 250); };
+    CMP.start(RUN.id);
     const source = MF.live("/api/stream?run=" + encodeURIComponent(RUN.id), RUN.summary);
     source.addEventListener("error", (ev) => { if (ev.data) { source.close(); RUN.missing(JSON.parse(ev.data)); } });
   },
