@@ -83,3 +83,23 @@ def test_results_say_ungraded_and_masked_is_left_for_training(tmp_path: Path) ->
     table = runner.invoke(app, ["results", run_id, "--db", str(tmp_path / "m.db")])
     assert "ungraded" in table.output
     assert "masked" not in table.output
+
+
+def test_the_bar_counts_no_cancelled_task_as_done() -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from rich.progress import Progress
+
+    counts = {S.CANCELLED: 5, S.SUCCEEDED: 1}
+    job: Any = SimpleNamespace(run_ids=["r"], sched=SimpleNamespace(counts=lambda rid: counts))
+    progress = Progress()
+    bar = progress.add_task("tasks", total=None, running=0, queued=0, rate=0.0, cancelled="")
+    run_cmd._refresh(job, progress, bar, t0=0.0)
+    task = progress.tasks[0]
+    assert (task.completed, task.total) == (1, 6)  # not a full bar
+    assert task.fields["cancelled"] == ", 5 cancelled"
+    counts.pop(S.SUCCEEDED)
+    run_cmd._refresh(job, progress, bar, t0=0.0)
+    assert progress.tasks[0].completed == 0
+    assert progress.tasks[0].fields["rate"] == 0.0  # a fully cancelled run has no rate
