@@ -153,8 +153,13 @@ def test_live_run_trajectory_shows_the_patch_as_a_diff(site: dict[str, Any]) -> 
 
 def test_training_page_charts_overlay_config_and_links(site: dict[str, Any]) -> None:
     page = site["page"]
-    page.goto(f"{site['base']}/training?id={RUN}&vs={RUN}-control")
+    page.goto(f"{site['base']}/training")  # the list: pick two runs to overlay
+    page.wait_for_selector("#training-table")
+    page.select_option("#ov-a", RUN)
+    page.select_option("#ov-b", f"{RUN}-control")
+    page.locator("#ov-go").click()
     page.wait_for_selector("#grad-chart canvas")
+    assert page.url.endswith(f"/training?id={RUN}&vs={RUN}-control")
     shown = page.locator("#charts").get_attribute("data-shown").split()
     for chart in ("loss", "grad", "clip", "signal", "length", "tps", "time", "stale"):
         assert chart in shown, chart
