@@ -37,7 +37,7 @@ async def test_frames_show_counts_and_rates(tmp_path: Path) -> None:
     cells = {c.header: c._cells[0] for c in table.columns}
     shown = ("queued", "running", "resolved", "unresolved", "errors")
     assert tuple(cells[c] for c in shown) == ("1", "1", "1", "1", "2")
-    assert cells["done"] == "4/6"
+    assert cells["done"] == "3/6"  # the cancelled task is not done
     assert float(str(cells["/s"])) > 0
     footer = "queue 1 | in flight (sandboxes held) 1 | errors 2 (agent error 1, cancelled 1)"
     assert str(frame.renderables[1]).startswith(footer)

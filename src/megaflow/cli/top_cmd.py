@@ -4,7 +4,9 @@ Reads the metadata store (``--db`` or ``--config``), so it works beside a
 running job or after it. Runs are named by their shortest unique prefix
 (:mod:`megaflow.cli.ids`), which every command takes, so a row never wraps.
 Finished tasks are *resolved* or *unresolved* (graded) or errors, counted by
-kind in the footer. Rates are the change in finished tasks between two refreshes. When stdout
+kind in the footer. *Done* and the rates (the change in done tasks between
+two refreshes) leave cancelled tasks out, as :mod:`megaflow.core.outcomes`
+defines the words. When stdout
 is not a terminal (a pipe, a file, a CI log) it prints one plain frame and
 exits, as ``--once`` does.
 """
@@ -24,12 +26,11 @@ from rich.table import Table
 from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
 from megaflow.cli.ids import short_ids
-from megaflow.core.outcomes import ERROR_LABELS
+from megaflow.core.outcomes import ERROR_LABELS, is_done
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.abstract import MetadataStore
 
 _WAITING = (TaskState.QUEUED, TaskState.RETRYING, TaskState.PREEMPTED)
-_UNFINISHED = {s.value for s in TaskState if not s.terminal}
 _COLUMNS = ("queued", "running", "resolved", "unresolved", "errors", "done", "/s")
 _NARROW = ("queued", "running", "res/unres/err", "done", "/s")
 _WIDE = 110
@@ -67,10 +68,7 @@ class TopView:
         short = short_ids([r.id for r in runs], [r.id for r in every])
         now = time.monotonic()
         rows = [(r.id, *row) for r in runs for row in await self._rows(r.id)]
-        done = {
-            (rid, kind): sum(n for k, n in c.items() if k not in _UNFINISHED)
-            for rid, kind, c, _ in rows
-        }
+        done = {(rid, kind): sum(n for k, n in c.items() if is_done(k)) for rid, kind, c, _ in rows}
         rates: dict[tuple[str, str], float] = {}
         if self._last is not None:
             t0, before = self._last

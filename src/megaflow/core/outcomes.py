@@ -34,6 +34,8 @@ OUTCOMES = (
 )  # fmt: skip
 """Every :func:`outcome`, in the order tables show them."""
 
+_UNFINISHED = tuple(s.value for s in TaskState if not s.terminal)
+
 _ENDED_AS = {
     TaskState.FAILED: ErrorKind.INFRA,
     TaskState.TIMED_OUT: ErrorKind.TIMEOUT,
@@ -57,7 +59,8 @@ GLOSSARY: dict[str, str] = {
     "Only training data has masked samples.",
     "cancelled": "ended by `megaflow cancel` (or the run's cancellation) before a result: "
     "ungraded, and not counted as done work in progress bars or throughput.",
-    "done": "terminal: every task whose state is final, whatever its outcome.",
+    "done": "ended with an outcome other than cancelled (resolved, unresolved or an error "
+    "it ran into); cancelled tasks are counted apart, never as done.",
     "resolved share": "resolved samples / all samples of the arm (an ungraded sample "
     "counts as not resolved); no share, a dash, while nothing is graded.",
     "driver gone": "the process that drove an embedded run died (its run lock is free) "
@@ -88,6 +91,11 @@ def ungraded(state: TaskState) -> bool:
 def is_error(label: str) -> bool:
     """Whether an :func:`outcome` is an error (:data:`GLOSSARY` ``errored``)."""
     return label in ERROR_LABELS.values()
+
+
+def is_done(label: str) -> bool:
+    """Whether an :func:`outcome` counts as done (:data:`GLOSSARY` ``done``)."""
+    return label != "cancelled" and label in OUTCOMES[len(_UNFINISHED) :]
 
 
 def outcome_order(label: str) -> int:
