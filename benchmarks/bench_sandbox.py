@@ -296,16 +296,21 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="short run for a smoke test")
     parser.add_argument("--live", type=int, default=0, help="live sandboxes to reach")
     parser.add_argument(
-        "--mode", choices=["table", "mounts", "cgroups", "density"], default="table",
+        "--mode", choices=["table", "mounts", "cgroups", "cold", "density"], default="table",
         help="table: the latency table; mounts: mount-family syscalls per start (strace -c -f); "
-        "cgroups: memory cgroups left in the kernel after --n starts; density: host memory "
+        "cgroups: memory cgroups left in the kernel after --n starts; cold: cold-start P50/P99 "
+        "and CPU per start at concurrency 1 and 16 (--n starts each); density: host memory "
         "per idle and busy sandbox at --n live",
     )  # fmt: skip
-    parser.add_argument("--n", type=int, default=0, help="sandboxes for --mode (default "
-                        "20 for mounts, 256 for cgroups, 1,024 for density)")  # fmt: skip
+    parser.add_argument(
+        "--n", type=int, default=0,
+        help="sandboxes for --mode (default 20 mounts, 256 cgroups, 48 cold, 1,024 density)",
+    )  # fmt: skip
     parser.add_argument("--image", choices=["host", "busybox"], default="host")
     parsed = parser.parse_args()
     if parsed.n < 0:
         parser.error("--n must be positive")
-    parsed.n = parsed.n or {"mounts": 20, "cgroups": 256, "density": 1024}.get(parsed.mode, 0)
+    parsed.n = parsed.n or {"mounts": 20, "cgroups": 256, "cold": 48, "density": 1024}.get(
+        parsed.mode, 0
+    )
     asyncio.run(main(parsed))

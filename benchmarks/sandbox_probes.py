@@ -7,6 +7,7 @@
 - lingering memory cgroups: removed memory cgroups the kernel still holds
   (``/proc/cgroups`` counts them with the live ones on v1,
   ``nr_dying_descendants`` of the root on v2) before and after N starts;
+- cold starts at concurrency 1 and 16: wall P50/P99 and CPU per start;
 - density: host memory per sandbox, idle and busy, including the kernel's
   (``Slab`` and ``PageTables`` of ``/proc/meminfo``, the sandboxes' cgroup
   memory) and this process's RSS.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -86,16 +88,33 @@ def memory_cgroups() -> int:
     return 0
 
 
-async def lingering(rt: LocalRuntime, spec: EnvironmentSpec, n: int, conc: int) -> tuple[int, int]:
-    """(memory cgroups the kernel holds before, after) ``n`` sandboxes of ``spec``
-    started, given one command that touches files, and destroyed, ``conc`` at a time."""
+def left_charged(rt: LocalRuntime) -> int:
+    """Bytes still charged below this runtime's memory group once every sandbox
+    group in it is removed: what keeps removed groups alive in the kernel (the
+    parent's usage counts its removed children's charges; it runs nothing)."""
+    assert rt.layout is not None
+    owner = rt.layout.base("memory") / rt.process
+    for name in ("memory.usage_in_bytes", "memory.current"):
+        if (owner / name).exists():
+            return int((owner / name).read_text())
+    return 0
+
+
+async def lingering(
+    rt: LocalRuntime, spec: EnvironmentSpec, n: int, conc: int
+) -> tuple[int, int, int]:
+    """(memory cgroups the kernel holds before, after, bytes left charged to this
+    runtime's removed groups) for ``n`` sandboxes of ``spec`` started, given a
+    command that reads and writes files, and destroyed, ``conc`` at a time. The
+    machine-wide count moves with other work too; the charge left is ours alone."""
     before = memory_cgroups()
+    work = "ls -R /usr/lib >/dev/null; head -c 1000000 /dev/urandom > /tmp/f; cat /tmp/f >/dev/null"
     for _ in range(0, n, conc):
         boxes = await asyncio.gather(*(rt.create(spec) for _ in range(conc)))
-        await asyncio.gather(*(sb.exec(["sh", "-c", "ls -R /usr/lib >/dev/null"]) for sb in boxes))
+        await asyncio.gather(*(sb.exec(["sh", "-c", work]) for sb in boxes))
         await asyncio.gather(*(sb.destroy() for sb in boxes))
     await asyncio.sleep(1)  # the kernel frees removed groups in a worker
-    return before, memory_cgroups()
+    return before, memory_cgroups(), left_charged(rt)
 
 
 def meminfo() -> dict[str, int]:
@@ -173,6 +192,51 @@ async def density(
     return out
 
 
+def _cpu_now() -> float:
+    """CPU seconds of this process and its reaped children (getrusage)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def cold(rt: LocalRuntime, spec: EnvironmentSpec, n: int, conc: int) -> dict[str, float]:
+    """Cold starts ``conc`` at a time (``n`` in all): P50 and P99 of the wall
+    time in ms, and CPU ms per start: the control plane's (getrusage of this
+    process and its threads) and the sandbox's (its cgroup), which
+    the machine's load shapes less than wall time."""
+    async with await rt.create(spec):  # one-time work outside the figures
+        pass
+    walls: list[float] = []
+    host_cpu = box_cpu = 0.0
+    for _ in range(max(1, n // conc)):
+        cpu0 = _cpu_now()
+
+        async def one() -> tuple[float, LocalSandbox]:
+            t0 = time.perf_counter()
+            sb = await rt.create(spec)
+            return time.perf_counter() - t0, sb
+
+        batch = await asyncio.gather(*(one() for _ in range(conc)))
+        host_cpu += _cpu_now() - cpu0
+        walls += [t for t, _ in batch]
+        for _, sb in batch:
+            box_cpu += (await sb.stats()).cpu_seconds
+            await sb.destroy()
+    k = len(walls)
+    return {
+        "P50 ms": pct(walls, 50) * 1e3, "P99 ms": pct(walls, 99) * 1e3,
+        "control-plane CPU ms/start": host_cpu / k * 1e3,
+        "sandbox CPU ms/start": box_cpu / k * 1e3, "n": k,
+    }  # fmt: skip
+
+
 async def run_mode(mode: str, n: int, image: str) -> None:
     """One of the kernel-cost modes (``--mode``), printed, not written as the table."""
     work = Path(tempfile.mkdtemp(prefix="mf-bench-sandbox-"))
@@ -189,11 +253,17 @@ async def run_mode(mode: str, n: int, image: str) -> None:
             print(f"  total {sum(per.values()):.1f}  " + "  ".join(
                 f"{k} {v:.1f}" for k, v in per.items()))  # fmt: skip
         elif mode == "cgroups":
-            before, after = await lingering(rt, spec, n, 16)
+            before, after, left = await lingering(rt, spec, n, 16)
             print(
                 f"memory cgroups the kernel holds: {before} before, {after} after "
-                f"{n} sandboxes started, used and destroyed (+{after - before})"
+                f"{n} sandboxes started, used and destroyed ({after - before:+d}, "
+                f"machine-wide); still charged to their removed groups: {left / 2**20:.2f} MiB"
             )
+        elif mode == "cold":
+            for conc in (1, 16):
+                figures = await cold(rt, spec, max(n, conc), conc)
+                print(f"cold start, concurrency {conc} ({image} image): " + ", ".join(
+                    f"{k} {v:.1f}" for k, v in figures.items()))  # fmt: skip
         elif mode == "density":
             table = await density(rt, spec, n)
             print(f"host memory per sandbox at {n} live ({image} image), MiB:")

@@ -233,12 +233,17 @@ class LocalSandbox(Sandbox):
                     self.metrics.teardown_seconds.labels("local").observe(time.perf_counter() - t0)
 
     def _remove_host_state(self) -> None:
-        """Blocking: the cgroups (empty now), the mounts, then the directory."""
+        """Blocking: the cgroups' processes (none should be left), the mounts, the
+        directory, then the cgroups: files the sandbox wrote hold page cache
+        charged to its memory group, so they go first and the group can be
+        freed once removed (:func:`cgroups.reclaim`)."""
         if self.cgroup is not None:
-            self.cgroup.remove()
+            self.cgroup.kill_all()
         for mount in self.mounts:
             userns.umount(mount)
         remove_sandbox_dir(self.dir)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 class Terminal:
