@@ -113,7 +113,7 @@ def test_parquet_reads_back_in_pyarrow_and_datasets(
 ) -> None:
     out = tmp_path / "train.parquet"
     output = _export(stores, out, "parquet")
-    assert "wrote 4 training rows (2 masked)" in output
+    assert "wrote 4 training rows (2 masked: left out of training)" in output
     assert f"no token data: {RUN}/q/2" in output  # the drift is reported, not dropped
     table = pq.read_table(out)
     assert table.schema.field("prompt_ids").type == pa.list_(pa.int64())

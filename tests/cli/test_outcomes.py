@@ -10,7 +10,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from megaflow.cli.common import console
 from megaflow.cli.main import app
 from megaflow.core.outcomes import outcome
 from megaflow.core.states import TaskState as S
@@ -60,7 +59,8 @@ async def _seed(path: str) -> None:
 
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(console, "width", 80)
+    # COLUMNS, not console.width: undoing a set width would pin the shared console's
+    monkeypatch.setenv("COLUMNS", "80")
     path = str(tmp_path / "m.db")
     asyncio.run(_seed(path))
     return path
