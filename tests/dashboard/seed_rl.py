@@ -125,8 +125,10 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
 
 
 def step(n: int, reward: float, **extra: Any) -> dict[str, Any]:
+    """A step as an older loop wrote it with kl_coef 0: KL 0.0, not None (the page hides it
+    by the run's config)."""
     return {"step": n, "prompts": ["p"], "reward_mean": reward, "reward_std": 0.4, "loss": 0.5 / n,
-            "kl": None, "weights_version": n, "staleness_max": 0, "samples": 8, "tokens": 4000,
+            "kl": 0.0, "weights_version": n, "staleness_max": 0, "samples": 8, "tokens": 4000,
             "seconds": 2.0, "groups": 4, "groups_with_signal": 5 - n, "grad_norm": 1.5 / n,
             "clip_fraction": 0.01 * n, "mismatch": 1e-4, "entropy": 1.2,
             "response_length": 40.0 + n, "truncation_rate": 0.0, "lr": 1e-5, "sync_s": 0.3,

@@ -132,16 +132,17 @@ def test_cluster_dashboard_in_the_browser(tmp_path: Path, browser: Any, shots: P
         base = link.group(0).split("/login")[0]
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(f"{base}/scheduler")
-        assert page.url.endswith("/login")
+        assert page.url.endswith("/login?next=%2Fscheduler")
         page.fill("input[name=token]", token)
         page.locator("button, input[type=submit]").first.click()
-        page.wait_for_selector("#runs-table")
-        assert "6/6" in page.locator("#runs-table").inner_text()
-        page.goto(f"{base}/scheduler")
-        page.wait_for_selector("#scheduler-table")
+        page.wait_for_selector("#scheduler-table")  # back on the page asked for
+        assert page.url == f"{base}/scheduler"
         assert "succeeded 6" in page.locator("#scheduler-table").inner_text()
         page.wait_for_selector("#rate-chart canvas")
         page.screenshot(path=str(shots / "scheduler-cluster.png"), full_page=True)
+        page.goto(f"{base}/")
+        page.wait_for_selector("#runs-table")
+        assert "6/6" in page.locator("#runs-table").inner_text()
     finally:
         proc.terminate()
         proc.wait(timeout=15)
