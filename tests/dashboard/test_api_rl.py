@@ -103,8 +103,9 @@ def test_a_link_opened_before_sign_in_is_kept(client: TestClient) -> None:
     signed = client.post("/login", data={"token": TOKEN, "next": page})
     assert (signed.status_code, signed.headers["location"]) == (303, page)
     # never off this server
-    off = client.post("/login", data={"token": TOKEN, "next": "//evil.example/x"})
-    assert off.headers["location"] == "/"
+    for away in ("//evil.example/x", "/\t/evil.example/x", "/\\evil.example", "https://e.x/"):
+        off = client.post("/login", data={"token": TOKEN, "next": away})
+        assert off.headers["location"] == "/", away
 
 
 def test_training_view_has_every_figure_the_config_and_the_run(client: TestClient) -> None:

@@ -225,8 +225,11 @@ async def _training_view(meta: MetadataStore, train: TrainingRuns, run_id: str) 
 
 
 def _local(next: str) -> str:
-    """Where to go after signing in: a path on this server, else the runs page."""
-    ok = next.startswith("/") and not next.startswith("//") and "\\" not in next
+    """Where to go after signing in: a path on this server, else the runs page. Browsers
+    drop tabs and newlines from a URL and read a backslash as a slash, so any of them could
+    turn ``/`` into ``//other.host``: such a path is refused whole."""
+    plain = "\\" not in next and all(c >= " " for c in next)
+    ok = plain and next.startswith("/") and not next.startswith("//")
     return next if ok else "/"
 
 
