@@ -12,6 +12,7 @@ training curves (a trained run and its control). Every page is also shot at
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +30,7 @@ from tests.dashboard.seed_rl import (
     RUN,
     seed_curves,
     seed_rl,
+    step,
 )
 from tests.dashboard.test_browser import MEGAFLOW, run_config, start_dashboard
 from tests.fixtures.servers import need_binary
@@ -180,6 +182,16 @@ def test_training_page_charts_overlay_config_and_links(site: dict[str, Any]) -> 
     page.locator("#training-link a").click()
     page.wait_for_selector("#run-link")
     assert page.url.endswith(f"/training?id={RUN}")
+    page.wait_for_selector("#steps-table")
+    assert page.locator("#steps-table tr").count() == 4
+    # a new step in curve.json (the loop rewrites it after each step) shows without a reload
+    path = site["tmp"] / "train" / RUN / "curve.json"
+    curve = json.loads(path.read_text())
+    curve["steps"].append(step(4, 0.9))
+    path.write_text(json.dumps(curve))
+    page.wait_for_function("() => document.querySelectorAll('#steps-table tr').length === 5")
+    page.locator("#smooth").fill("0.5")  # smoothing, kept in the URL
+    page.wait_for_function("() => location.search.includes('smooth=0.5')")
 
 
 def test_run_page_pages_sorts_searches_in_the_url(site: dict[str, Any]) -> None:
