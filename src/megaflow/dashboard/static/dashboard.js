@@ -128,11 +128,16 @@ MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
     const pad = (hi - lo) * 0.08;
     return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
   };
-  const tick = (u, vals) => vals.map((v) => (v === null ? "" : Math.abs(v) >= 1000 || v === 0 ? String(Math.round(v * 100) / 100) : Number(v.toPrecision(3)).toString()));
+  // Tick labels with as many decimals as the ticks' spacing needs (6.3215, 6.3220, ...).
+  const tick = (u, vals) => {
+    const gap = vals.length > 1 ? Math.abs(vals[1] - vals[0]) : 0;
+    const digits = gap > 0 && gap < 1 ? Math.min(8, Math.ceil(-Math.log10(gap) + 0.3)) : 0;
+    return vals.map((v) => (v === null ? "" : v !== 0 && Math.abs(v) < 1e-3 && gap < 1e-3 ? v.toExponential(1) : v.toFixed(digits)));
+  };
   const opt = {
     title, width: opts.width || 460, height: 220, legend: { live: false },
     scales: { x: { time: false }, y: { range: yrange } },
-    axes: [{ label: xlabel }, { size: 64, values: tick }],
+    axes: [{ label: xlabel, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { size: 64, values: tick }],  // steps are whole
     series: [{ label: xlabel }, ...series.map((s, i) => ({
       label: s.label, stroke: s.color || colors[i % colors.length], width: s.thin ? 1 : 2,
       dash: s.dash || undefined, points: { show: !s.thin }, spanGaps: true,
