@@ -69,6 +69,13 @@ class WeightGroupMember(Protocol):
     async def close_weight_group(self) -> None: ...
 
 
+@runtime_checkable
+class DigestMember(Protocol):
+    """A backend that tells the SHA-256 of every tensor it serves, by name."""
+
+    async def weight_digests(self) -> dict[str, str]: ...
+
+
 class BackendStatus(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -198,6 +205,15 @@ class LocalModelControl(ModelControl):
     def _took(self, weights: Weights, version: int) -> None:
         """A checkpoint path the fleet took is what a replica coming back loads first."""
         self.router.latest_weights = (weights, version) if isinstance(weights, str) else None
+
+    async def weight_digests(self) -> dict[str, dict[str, str]]:
+        """By replica name, the SHA-256 of each tensor it serves (``tensor_digests``);
+        a replica that cannot tell is left out."""
+        replicas = [r for r in self.router.replicas if isinstance(r.backend, DigestMember)]
+        found = await asyncio.gather(
+            *(r.backend.weight_digests() for r in replicas if isinstance(r.backend, DigestMember))
+        )
+        return {self._name(r): d for r, d in zip(replicas, found, strict=True)}
 
     # -- broadcast weight updates ---------------------------------------------
 

@@ -288,6 +288,10 @@ class OpenAIBackend(Backend):
     async def close_weight_group(self) -> None:
         await remote_group.close(self._group_route())
 
+    async def weight_digests(self) -> dict[str, str]:
+        """What MegaFlow's engine serves, tensor by tensor (every replica of it alike)."""
+        return await remote_group.digests(self._group_route())
+
     def _group_route(self) -> remote_group.Native:
         if self.weight_sync != "megaflow":
             raise ModelError(

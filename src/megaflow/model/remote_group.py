@@ -40,5 +40,14 @@ async def update(native: Native, metas: Sequence[TensorMeta], version: int) -> N
         raise ModelError(f"the engine serves {served} after broadcast weights v{version}")
 
 
+async def digests(native: Native) -> dict[str, str]:
+    """The SHA-256 of each tensor the engine serves; its replicas must agree."""
+    answer = await native("/v1/weights/digest", None, "GET")
+    found = list((answer or {}).get("backends", {}).values())
+    if not found or any(d != found[0] for d in found):
+        raise ModelError(f"the engine's replicas serve different weights or none: {answer!r}")
+    return dict(found[0])
+
+
 async def close(native: Native) -> None:
     await native("/v1/weights/group/close", None, "POST")

@@ -283,6 +283,15 @@ class TransformersBackend(Backend):
             await asyncio.to_thread(swap_weights, self._model, tensors)
             self.weights_version = version
 
+    async def weight_digests(self) -> dict[str, str]:
+        """The SHA-256 of every tensor this replica serves (``tensor_digests``)."""
+        from megaflow.model.weights import tensor_digests
+
+        if self._model is None:
+            await self.start()
+        async with self._lock:  # not half-way through a swap
+            return await asyncio.to_thread(tensor_digests, self._model.state_dict())
+
     # The broadcast weight sync: this replica is one rank of the trainer's group.
 
     async def weight_group_ranks(self) -> int:

@@ -7,6 +7,9 @@ without a token never takes weights.
 - ``POST /v1/weights`` ``{"path", "version"}``: every replica loads the
   checkpoint at ``path`` (a directory or file the engine can read, or an
   ``s3://`` URI it downloads first) and serves it as ``version``.
+- ``GET /v1/weights/digest``: by replica, the SHA-256 of every tensor it
+  serves (``tensor_digests``), so a trainer can check an update arrived bit
+  for bit.
 - the ``broadcast`` sync's group, one rank per replica (the
   ``GroupEngineControl`` protocol of ``megaflow.train.weight_sync``):
   ``GET /v1/weights/group`` answers ``{"ranks": N}``;
@@ -65,6 +68,13 @@ def add_weight_routes(
             update = await body(request, WeightsUpdate, 'weights update {"path", "version"}')
             statuses = await control.update_weights(update.path, update.version)
             return {"version": update.version, "backends": [st.model_dump() for st in statuses]}
+
+        return await guarded(request, act)
+
+    @app.get("/v1/weights/digest")
+    async def digest(request: Request) -> Any:
+        async def act() -> dict[str, Any]:
+            return {"backends": await control.weight_digests()}
 
         return await guarded(request, act)
 

@@ -45,6 +45,23 @@ from megaflow.core.weight_group import (
 _SHOWN = 5  # names listed in an error message
 
 
+def tensor_digests(tensors: Mapping[str, Any]) -> dict[str, str]:
+    """SHA-256 of each tensor's dtype, shape and bytes, by name: two processes that
+    hold the same weights bit for bit give the same digests (what a trainer checks
+    an engine serves after a push)."""
+    import hashlib
+
+    import torch
+
+    out: dict[str, str] = {}
+    for name, tensor in tensors.items():
+        t = tensor.detach().to("cpu").contiguous()
+        h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        out[name] = h.hexdigest()
+    return out
+
+
 def read_weights(source: str | Path) -> dict[str, Any]:
     """The tensors of a ``.safetensors`` file, or of every ``*.safetensors`` shard
     in a model directory (``model.safetensors`` or ``model-0000N-of-0000M``)."""
