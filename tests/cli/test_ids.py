@@ -47,6 +47,7 @@ def test_logs_takes_the_ids_results_prints(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     shown = runner.invoke(app, ["results", run_id, "--db", db], env={"COLUMNS": "120"})
     assert "task ids relative to the run" in shown.output
+    assert "as `megaflow logs TASK --run RUN` takes them" in said(shown.output)
     rel = "t1/0"
     assert f"│ {rel} " in shown.output  # results prints it this way
     prefix = run_id[:-3]

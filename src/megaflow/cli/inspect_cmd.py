@@ -91,7 +91,11 @@ def results(
         return
     types = sorted({r["type"] for r in rows})
     kind = f"{types[0]} tasks; " if len(types) == 1 else ""
-    console.print(f"results of run [bold]{run_id}[/] ({kind}task ids relative to the run)")
+    console.print(
+        f"results of run [bold]{run_id}[/] ({kind}task ids relative to the run, "
+        "as `megaflow logs TASK --run RUN` takes them)",
+        highlight=False,
+    )
     console.print(_results_table(rows, run_id, by_type=len(types) > 1))
     done = [r for r in rows if r["success"] is not None]
     solved = sum(1 for r in done if r["success"])
