@@ -117,3 +117,12 @@ def test_status_keeps_run_ids_on_one_line_and_types_apart(db: str, columns: str)
     one = runner.invoke(app, ["status", "quickstart-20261201-071931", "--db", db])
     assert one.exit_code == 0
     assert "071930" not in one.output
+
+
+def test_top_says_driver_gone_too(db: str) -> None:
+    with hold(lock_path(SqliteMetadataConfig(path=db), A)):
+        alive = runner.invoke(app, ["top", "--once", "--db", db], env={"COLUMNS": "120"})
+    assert alive.exit_code == 0, alive.output
+    assert "driver gone" not in alive.output
+    gone = runner.invoke(app, ["top", "--once", "--db", db], env={"COLUMNS": "120"})
+    assert "driver gone: quickstart-20261201-071930 (megaflow run --resume)" in said(gone.output)

@@ -24,12 +24,15 @@ from rich.live import Live
 from rich.table import Table
 
 from megaflow.app.summary import outcome_counts_by_type, planned_samples
-from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, with_store
+from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, metadata_config, with_store
 from megaflow.cli.ids import short_ids
+from megaflow.cli.status_cmd import driver_state
 from megaflow.core.outcomes import ERROR_LABELS, is_done
 from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.config import MetadataConfig
 
+_OPEN = [s for s in TaskState if not s.terminal]
 _WAITING = (TaskState.QUEUED, TaskState.RETRYING, TaskState.PREEMPTED)
 _COLUMNS = ("queued", "running", "resolved", "unresolved", "errors", "done", "/s")
 _NARROW = ("queued", "running", "res/unres/err", "done", "/s")
@@ -40,9 +43,17 @@ _WIDE = 110
 class TopView:
     """Builds one frame from the store; remembers the last one for rates."""
 
-    def __init__(self, store: MetadataStore, runs: int, width: int | None = None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        runs: int,
+        width: int | None = None,
+        meta: MetadataConfig | None = None,
+    ) -> None:
         self.store = store
         self.runs = runs
+        self.meta = meta
+        """The store's config, to tell from the run locks whether a run's driver lives."""
         self.width = width
         """The terminal's width; None reads it at each frame (it may be resized)."""
         self._last: tuple[float, dict[tuple[str, str], int]] | None = None
@@ -61,6 +72,17 @@ class TopView:
             (kind if several else "", c, max(sum(c.values()), planned.get(kind, 0)))
             for kind, c in (by_type.items() or [("", {})])
         ]
+
+    def _gone(
+        self, rows: list[tuple[str, str, dict[str, int], int]], short: dict[str, str]
+    ) -> list[str]:
+        """The runs whose driver died with tasks unfinished (see ``megaflow status``)."""
+        if self.meta is None:
+            return []
+        unfinished: dict[str, int] = {}
+        for rid, _, c, _ in rows:
+            unfinished[rid] = unfinished.get(rid, 0) + sum(c.get(s.value, 0) for s in _OPEN)
+        return [short[r] for r, n in unfinished.items() if driver_state(self.meta, r, n) == "gone"]
 
     async def frame(self) -> Group:
         every = await self.store.list_runs()
@@ -105,10 +127,12 @@ class TopView:
                 f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}",
             )  # fmt: skip
         by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
+        gone = self._gone(rows, short)
         footer = (
             f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
             f" | errors {sum(errors.values())}{f' ({by_kind})' if by_kind else ''}"
             f" | {totals['rate']:.1f} tasks/s"
+            + (f" | driver gone: {', '.join(gone)} (megaflow run --resume)" if gone else "")
         )
         return Group(table, footer)
 
@@ -122,8 +146,10 @@ def top(
 ) -> None:
     """A live view of runs, the queue, rates and errors (Ctrl-C to quit)."""
 
+    meta = metadata_config(db, config)
+
     async def go(store: MetadataStore) -> None:
-        view = TopView(store, runs)
+        view = TopView(store, runs, meta=meta)
         if once or not console.is_terminal:  # a pipe or a file gets one plain frame
             console.print(await view.frame())
             return
