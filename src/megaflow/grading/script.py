@@ -19,7 +19,11 @@ or their mean) or ``reward.txt`` (a number), read from ``reward_dir`` of the
 verifier's sandbox: a file the agent planted in its own sandbox never
 reaches it (:func:`verify` with ``clear=False`` in the agent's sandbox is
 what grading in place would give). No reward file, an unreadable one, or a
-verifier that timed out is reward 0 with the reason.
+verifier that timed out is reward 0 with the reason. A read of the reward
+whose output the engine lost is tried again, then raised as a sandbox error
+(infrastructure, retried), never read as reward 0. A Harbor task's sandboxes
+get their own loopback when the run's network is ``none`` (as Docker's network
+none keeps ``lo``): tasks that serve on 127.0.0.1 can be graded.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import posixpath
 import shlex
 import time
 
-from megaflow.core.errors import NotFound, SandboxFileError
+from megaflow.core.errors import NotFound, SandboxError, SandboxFileError
 from megaflow.core.tasks import TaskSpec
 from megaflow.core.trajectory import Trajectory
 from megaflow.datasets.harbor import HarborTask, harbor_of
@@ -40,6 +44,8 @@ from megaflow.grading.reward import clamp, combined
 
 OUTPUT_TAIL = 20_000
 REWARD_CAP = 64 * 1024
+READ_TRIES = 3
+_BEGIN, _END = "<megaflow-read>", "</megaflow-read>"
 
 
 def _task(task: TaskSpec) -> HarborTask:
@@ -66,8 +72,15 @@ class ScriptGrader:
             cpus=harbor.cpus, memory_mb=harbor.memory_mb, pids=base.resources.pids,
             disk_mb=harbor.storage_mb if base.resources.disk_mb is not None else None,
         )  # fmt: skip
-        # allow_internet grants nothing: the network is the run's (environment.network)
-        update = {"image": harbor.image or base.image, "workdir": harbor.workdir}
+        # allow_internet grants nothing: the network is the run's (environment.network),
+        # but a Harbor task always has its own loopback (Docker's network none keeps lo,
+        # and tasks serve on 127.0.0.1); ours refuses IP sockets, so it is raised to it
+        network = "loopback" if base.network == "none" else base.network
+        update = {
+            "image": harbor.image or base.image,
+            "workdir": harbor.workdir,
+            "network": network,
+        }
         return base.model_copy(update={**update, "resources": resources})
 
     def attempt(self, task: TaskSpec, spec: EnvironmentSpec, fresh: FreshSandbox) -> ScriptAttempt:
@@ -169,13 +182,28 @@ async def _checked(sandbox: Sandbox, command: str, what: str) -> None:
 
 
 async def _read(sandbox: Sandbox, path: str) -> str | None:
-    """The file's first bytes, read without following a link; None when absent."""
+    """The file's first bytes, read without following a link; None when absent.
+
+    The output is framed by marks before and after: an engine can lose an exec's
+    output and still report exit 0 (seen about once in 300 reads on a loaded
+    Podman), which unframed would read as an empty reward file, a 0 blamed on the
+    agent. A read without both marks is tried again, then is the sandbox's failure
+    (infrastructure, retried), never a reward."""
     q = shlex.quote(path)
-    res = await sandbox.exec(
-        f"[ -f {q} ] && [ ! -L {q} ] && head -c {REWARD_CAP} {q}", timeout=30,
-        output_cap=REWARD_CAP,
-    )  # fmt: skip
-    return res.stdout if res.ok else None
+    command = (
+        f"printf '{_BEGIN}'; if [ -f {q} ] && [ ! -L {q} ]; then head -c {REWARD_CAP} {q}; "
+        f"printf '{_END}1'; else printf '{_END}0'; fi"
+    )
+    cap = REWARD_CAP + len(_BEGIN) + len(_END) + 1
+    for _ in range(READ_TRIES):
+        res = await sandbox.exec(command, timeout=30, output_cap=cap)
+        out = res.stdout
+        if out.startswith(_BEGIN) and out[-len(_END) - 1 : -1] == _END:
+            return out[len(_BEGIN) : -len(_END) - 1] if out.endswith("1") else None
+    raise SandboxError(
+        f"verifier sandbox: reading {path} lost its output {READ_TRIES} times "
+        f"(exit {res.exit_code}, {len(out)} bytes): the engine's fault, not the agent's"
+    )
 
 
 async def _read_reward(sandbox: Sandbox, folder: str) -> Verdict:
