@@ -58,12 +58,22 @@ class Calibrations:
         if job is None:
             job = asyncio.ensure_future(self._load_or_make(key, make))
             self._jobs[key] = job
+            job.add_done_callback(lambda done: self._settled(key, done))
         try:
             return await asyncio.shield(job)
         except Exception:
             if self._jobs.get(key) is job:
                 del self._jobs[key]
             raise
+
+    def _settled(self, key: str, job: asyncio.Future[Calibration]) -> None:
+        """A calibration that failed or was cancelled is forgotten (the next caller
+        grades the base again), and its error is taken here: every caller may have
+        stopped waiting (the job was stopped mid-grading), and an error no one took
+        would be printed with a traceback when the task is collected."""
+        failed = job.cancelled() or job.exception() is not None
+        if failed and self._jobs.get(key) is job:
+            del self._jobs[key]
 
     async def _load_or_make(
         self, key: str, make: Callable[[], Awaitable[Calibration]]
