@@ -13,6 +13,15 @@ messages) and get a canned tool call back, ``--concurrency`` calls in flight:
   bare endpoint: what fronting a vLLM-like server adds per call.
 
 Figures: calls per second, latency P50 and P99; gateway/peer throughput ratio.
+
+``--mode episodes``: what real inference costs. Agent episodes of
+``EPISODE_TURNS`` model calls each (the same requests on both sides, the
+conversation growing turn by turn) through a gateway process serving the
+``transformers`` backend with a real small model (``--model``, default the
+quickstart policy ``make run`` builds at ``.megaflow/models/settings-fix``), and
+through one serving the scripted backend; episodes per second, completion
+tokens per episode and episode P50, the sides alternating after one untimed
+round each (``ab.interleave``); table ``gateway_episodes``.
 """
 
 from __future__ import annotations
@@ -34,13 +43,14 @@ from fastapi import FastAPI, Request
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ab import ratios, spread
+from gateway_episodes import EPISODE_TOKENS, episodes_mode
 from megaflow.core.errors import MegaFlowError
 from megaflow.model.client import HttpModelClient, InProcessModelClient
 from megaflow.model.config import OpenAIModelConfig
 from megaflow.model.routing import Router
 from megaflow.model.scripted import ScriptedBackend, tool_call
 from megaflow.model.service import ModelService
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, add_rule_args, begin, report
 
 ANSWER = tool_call(
     "bash", {"command": "cd /workspace && python -m pytest -x -q tests/" + "x" * 120}
@@ -84,6 +94,11 @@ def serve(kind: str, port: int, upstream: str) -> None:
         app = _bare_app()
     elif kind == "gateway":
         app = create_app(ModelService("scripted", Router([ScriptedBackend([ANSWER])])))
+    elif kind == "transformers":
+        from megaflow.model.config import TransformersModelConfig
+
+        lm = TransformersModelConfig(model=upstream, max_new_tokens=EPISODE_TOKENS, name="lm")
+        app = create_app(make_model_service(lm))
     else:
         cfg = OpenAIModelConfig(base_url=upstream, model="bare", name="relay", max_concurrency=256)
         service = make_model_service(cfg)
@@ -200,12 +215,22 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=None, help="calls per mode (default 2,000)")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
-    ap.add_argument("--serve", choices=["bare", "gateway", "relay"], help=argparse.SUPPRESS)
+    ap.add_argument("--mode", choices=["calls", "episodes"], default="calls")
+    ap.add_argument("--model", default=".megaflow/models/settings-fix", help="episodes: model dir")
+    ap.add_argument("--episodes", type=int, default=None, help="episodes (default 16; quick 4)")
+    add_rule_args(ap)
+    ap.add_argument("--serve", choices=["bare", "gateway", "relay", "transformers"],
+                    help=argparse.SUPPRESS)  # fmt: skip
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--upstream", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.port, args.upstream)
+        return
+    if args.mode == "episodes":
+        begin(args)
+        args.reps = max(3, args.reps)
+        episodes_mode(args, start)
         return
     calls = args.calls or (500 if args.quick else 2000)
     reps = max(3, args.reps)
