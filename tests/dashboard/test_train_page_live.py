@@ -5,13 +5,15 @@ real sandboxes) rewrites ``curve.json`` after every step, before it prints
 the step's line, with the trainer's figures (grad norm, clip fraction,
 groups with signal, lengths, the weight sync's time, the rewards' spread).
 The dashboard, in its own process, then charts them in Chromium; KL is
-hidden (``kl_coef`` 0). Screenshot: ``training-live.png``.
+hidden (``kl_coef`` 0); a train sample's tokens are decoded by the policy's
+tokenizer. Screenshots: ``training-live.png``, ``trajectory-train-live.png``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,18 @@ def test_every_step_reaches_the_training_page(
         assert "kl" not in shown  # kl_coef 0: not measured, not drawn
         assert page.locator("#steps-table tr").count() == 3
         page.screenshot(path=str(shots / "training-live.png"), full_page=True)
+        page.locator("#run-link").click()  # the run's rollouts, then one train sample's tokens
+        page.wait_for_selector("#tasks-table")
+        page.select_option("#f-type", "train")
+        page.wait_for_function("() => location.search.includes('type=train')")
+        page.locator("#tasks-table a").first.click()
+        page.get_by_role("link", name="trajectory").click()
+        page.wait_for_selector("#tokens span")
+        assert "Decoded with" in page.locator("#sample").inner_text()  # the policy's tokenizer
+        texts = page.locator("#tokens span").all_text_contents()
+        assert not any(re.fullmatch(r"\[\d+\]", t) for t in texts)  # text, not [id]
+        assert page.locator("#group-table tr").count() == 3  # the sample and its sibling
+        page.screenshot(path=str(shots / "trajectory-train-live.png"), full_page=True)
     finally:
         dash.terminate()
         dash.wait(timeout=10)
