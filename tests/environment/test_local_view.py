@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,25 @@ async def test_stop_unmounts_the_views(tmp_path: Path) -> None:
 def _mounts(below: str) -> list[str]:
     with open("/proc/self/mountinfo") as f:
         return [p for p in (line.split()[4] for line in f) if p.startswith(below)]
+
+
+async def test_an_image_evicted_and_unpacked_again_gets_a_fresh_view(
+    tmp_path: Path, rootfs_tar: Path
+) -> None:
+    from tests.environment.conftest import local_runtime
+
+    other = tmp_path / "other.tar"
+    other.write_bytes(rootfs_tar.read_bytes())
+    with tarfile.open(other, "a") as tar:
+        tar.add(__file__, arcname="extra.py")
+    rt = local_runtime(tmp_path, image_cache_mb=1)  # room for the image in use only
+    await rt.start()
+    try:
+        for image in (rootfs_tar, other, rootfs_tar):  # each evicts the one before
+            async with await rt.create(EnvironmentSpec(image=str(image))) as sb:
+                assert len(rt.images.entries()) == 1
+                shown = await sb.exec(["sh", "-c", "busybox echo ok; ls /extra.py"])
+                assert shown.stdout.startswith("ok\n"), shown.stderr
+                assert ("/extra.py" in shown.stdout) == (image == other)
+    finally:
+        await rt.stop()

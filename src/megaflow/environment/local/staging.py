@@ -27,7 +27,9 @@ class Staging:
         """``root`` as bubblewrap reaches it, when bound."""
         self._staged: dict[Path, Path] = {}  # host path -> where bubblewrap reaches it
         self._name = ""
-        self._views: dict[tuple[Path, str], Path] = {}
+        # (image root, workdir) -> (view, (st_dev, st_ino) of the root it was built from)
+        self._views: dict[tuple[Path, str], tuple[Path, tuple[int, int]]] = {}
+        self._made = 0
         self._lock = threading.Lock()  # starts build views on worker threads
 
     def view(self, image_root: Path, workdir: str, args: list[str]) -> Path | None:
@@ -37,19 +39,28 @@ class Staging:
         if self.stage is None or self.ids.run_as is None:
             return None
         key = (image_root, workdir)
+        st = image_root.stat()
+        ident = (st.st_dev, st.st_ino)
         with self._lock:
-            return self._views.get(key) or self._build(key, args)
+            known = self._views.get(key)
+            if known is not None and known[1] == ident:
+                return known[0]
+            if known is not None:  # the image was evicted and unpacked again
+                userns.unstage(known[0])  # a lazy detach: a live sandbox keeps its root
+                del self._views[key]
+            return self._build(key, ident, args)
 
-    def _build(self, key: tuple[Path, str], args: list[str]) -> Path:
+    def _build(self, key: tuple[Path, str], ident: tuple[int, int], args: list[str]) -> Path:
         assert self.ids.run_as is not None
-        target = userns.STAGE_ROOT / self.process / f"{self._name}-view{len(self._views)}"
+        self._made += 1
+        target = userns.STAGE_ROOT / self.process / f"{self._name}-view{self._made}"
         target.mkdir(mode=0o711)
         try:
             view.build(target, args, key[1], self.ids.run_as)
         except BaseException:
             target.rmdir()
             raise
-        self._views[key] = target
+        self._views[key] = (target, ident)
         return target
 
     def start(self) -> None:
@@ -60,7 +71,7 @@ class Staging:
 
     def stop(self) -> None:
         """Undo every stage (blocking)."""
-        for target in [*self._views.values(), *self._staged.values(),
+        for target in [*(v for v, _ in self._views.values()), *self._staged.values(),
                        *([self.stage] if self.stage else [])]:  # fmt: skip
             userns.unstage(target)
         self._staged.clear()
