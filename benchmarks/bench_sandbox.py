@@ -41,7 +41,7 @@ from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.environment.rootfs import build_busybox_rootfs
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, add_rule_args, begin, report
 
 HOST = EnvironmentSpec()
 
@@ -200,7 +200,8 @@ async def same_command(
     rt: LocalRuntime, rootfs: Path, n: int
 ) -> tuple[list[float], list[float] | str]:
     """Local create + exec ``true`` + destroy, and ``podman run --rm`` of ``true``,
-    both on the busybox image, interleaved one for one."""
+    both on the busybox image, interleaved one for one in alternating order
+    (local first, then podman first, ...)."""
     spec = EnvironmentSpec(image=str(rootfs))
     async with await rt.create(spec):  # unpack the image once, outside the timing
         pass
@@ -215,9 +216,11 @@ async def same_command(
     local: list[float] = []
     runs: list[float] = []
     try:
-        for _ in range(n):
+        for i in range(n):  # the order alternates: what one side leaves the kernel to do
+            if isinstance(peer, PodmanPeer) and i % 2:  # falls on both sides alike
+                runs.append(peer.once())
             local.append(await local_once(rt, spec))
-            if isinstance(peer, PodmanPeer):
+            if isinstance(peer, PodmanPeer) and not i % 2:
                 runs.append(peer.once())
     except RuntimeError as e:
         return local, str(e)
@@ -231,6 +234,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.mode != "table":
         await sandbox_probes.run_mode(args.mode, args.n, args.image)
         return
+    begin(args)  # a dirty tree not allowed: refused before the run
     q = args.quick
     n_cold, n_warm, n_exec, n_peer = (12, 50, 100, 3) if q else (60, 300, 500, 10)
     live = args.live or (20 if q else 100)
@@ -282,13 +286,14 @@ async def main(args: argparse.Namespace) -> None:
         "The podman comparison is like for like: the same busybox image and command, start "
         "to removal on both sides (podman: one CLI process per run, runc, cgroupfs, private "
         "overlay storage with the image imported once; local: the runtime started once), "
-        f"interleaved local, podman, local, ... for {len(local_same)} pairs, the first run of "
+        f"interleaved in alternating order (local, podman, podman, local, ...) for "
+        f"{len(local_same)} pairs, the first run of "
         "each outside the timing. Cold-start rows are create-only on the host image and have "
         "no podman counterpart."
     )
     cols = ["figure", "P50", "P99", "target", "n"]
     title = "Local sandboxes (bubblewrap) vs podman run"
-    report("sandbox", title, cols, rows, notes, load_before=LOAD_AT_START)
+    report("sandbox", title, cols, rows, notes, load_before=LOAD_AT_START, args=args)
 
 
 if __name__ == "__main__":
@@ -296,17 +301,21 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="short run for a smoke test")
     parser.add_argument("--live", type=int, default=0, help="live sandboxes to reach")
     parser.add_argument(
-        "--mode", choices=["table", "mounts", "cgroups", "cold", "density"], default="table",
+        "--mode", default="table",
+        choices=["table", "mounts", "cgroups", "cold", "exec", "density"],
         help="table: the latency table; mounts: mount-family syscalls per start (strace -c -f); "
         "cgroups: memory cgroups left in the kernel after --n starts; cold: cold-start P50/P99 "
-        "and CPU per start at concurrency 1 and 16 (--n starts each); density: host memory "
+        "and CPU per start at concurrency 1 and 16 (--n starts each); exec: CPU per `exec true`; "
+        "density: host memory "
         "per idle and busy sandbox at --n live",
     )  # fmt: skip
     parser.add_argument(
         "--n", type=int, default=0,
-        help="sandboxes for --mode (default 20 mounts, 256 cgroups, 48 cold, 1,024 density)",
+        help="sandboxes (execs) for --mode: default 20 mounts, 256 cgroups, 48 cold, 300 exec, "
+        "1,024 density",
     )  # fmt: skip
     parser.add_argument("--image", choices=["host", "busybox"], default="host")
+    add_rule_args(parser)
     parsed = parser.parse_args()
     if parsed.n < 0:
         parser.error("--n must be positive")

@@ -8,6 +8,7 @@
   (``/proc/cgroups`` counts them with the live ones on v1,
   ``nr_dying_descendants`` of the root on v2) before and after N starts;
 - cold starts at concurrency 1 and 16: wall P50/P99 and CPU per start;
+- ``exec true``: CPU per command, in the sandbox and in the control plane;
 - density: host memory per sandbox, idle and busy, including the kernel's
   (``Slab`` and ``PageTables`` of ``/proc/meminfo``, the sandboxes' cgroup
   memory) and this process's RSS.
@@ -237,6 +238,27 @@ async def cold(rt: LocalRuntime, spec: EnvironmentSpec, n: int, conc: int) -> di
     }  # fmt: skip
 
 
+async def exec_cost(rt: LocalRuntime, spec: EnvironmentSpec, n: int) -> dict[str, float]:
+    """CPU ms per ``exec true`` in one sandbox: the sandbox's (its cgroup: the
+    exec server's fork and the command) and the control plane's (getrusage),
+    with the wall P50 in ms."""
+    async with await rt.create(spec) as sb:
+        for _ in range(10):
+            await sb.exec(["true"])
+        box0, host0 = (await sb.stats()).cpu_seconds, _cpu_now()
+        walls = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await sb.exec(["true"])
+            walls.append(time.perf_counter() - t0)
+        host = _cpu_now() - host0
+        box = (await sb.stats()).cpu_seconds - box0
+    return {
+        "sandbox CPU ms/exec": box / n * 1e3, "control-plane CPU ms/exec": host / n * 1e3,
+        "wall P50 ms": pct(walls, 50) * 1e3, "n": n,
+    }  # fmt: skip
+
+
 async def run_mode(mode: str, n: int, image: str) -> None:
     """One of the kernel-cost modes (``--mode``), printed, not written as the table."""
     work = Path(tempfile.mkdtemp(prefix="mf-bench-sandbox-"))
@@ -264,6 +286,10 @@ async def run_mode(mode: str, n: int, image: str) -> None:
                 figures = await cold(rt, spec, max(n, conc), conc)
                 print(f"cold start, concurrency {conc} ({image} image): " + ", ".join(
                     f"{k} {v:.1f}" for k, v in figures.items()))  # fmt: skip
+        elif mode == "exec":
+            figures = await exec_cost(rt, spec, n)
+            print(f"exec true ({image} image): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in figures.items()))  # fmt: skip
         elif mode == "density":
             table = await density(rt, spec, n)
             print(f"host memory per sandbox at {n} live ({image} image), MiB:")
