@@ -93,11 +93,12 @@ const RUN = {
     for (const s of states) document.getElementById("f-state").append(MF.el("option", {}, s));
     for (const k of kinds) document.getElementById("f-error").append(MF.el("option", {}, k));
     for (const [k, el] of Object.entries(RUN.filters)) document.getElementById(el).value = MF.param(k) || "";
-    try { await MF.get("/api/run?" + new URLSearchParams({ id: RUN.id, per_page: "1" })); }
-    catch (err) { RUN.missing(String(err.message || err)); return; }
+    // Handlers first: a filter changed while the page still loads is not lost.
     for (const el of ["f-state", "f-type", "f-error"]) document.getElementById(el).onchange = () => { RUN.page = 1; RUN.load(); };
     let typing;
     document.getElementById("f-q").oninput = () => { clearTimeout(typing); typing = setTimeout(() => { RUN.page = 1; RUN.load(); }, 250); };
+    try { await MF.get("/api/run?" + new URLSearchParams({ id: RUN.id, per_page: "1" })); }
+    catch (err) { RUN.missing(String(err.message || err)); return; }
     CMP.start(RUN.id);
     const source = MF.live("/api/stream?run=" + encodeURIComponent(RUN.id), RUN.summary);
     source.addEventListener("error", (ev) => { if (ev.data) { source.close(); RUN.missing(JSON.parse(ev.data)); } });
