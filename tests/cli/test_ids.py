@@ -126,3 +126,12 @@ def test_top_says_driver_gone_too(db: str) -> None:
     assert "driver gone" not in alive.output
     gone = runner.invoke(app, ["top", "--once", "--db", db], env={"COLUMNS": "120"})
     assert "driver gone: quickstart-20261201-071930 (megaflow run --resume)" in said(gone.output)
+
+
+def test_results_keep_a_train_runs_held_out_samples_apart(db: str) -> None:
+    res = runner.invoke(app, ["results", "quickstart-20261201-071931", "--db", db])
+    assert res.exit_code == 0, res.output
+    out = said(res.output)
+    assert "eval: 1 tasks, 0 with results, 0 resolved, 0 ungraded" in out
+    assert "train: 3 tasks, 0 with results, 0 resolved, 0 ungraded" in out
+    assert "4 tasks" not in out  # never one figure over both

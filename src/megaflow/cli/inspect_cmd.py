@@ -97,12 +97,16 @@ def results(
         highlight=False,
     )
     console.print(_results_table(rows, run_id, by_type=len(types) > 1))
+    for t in types if len(types) > 1 else [None]:  # a train run's held-out samples apart
+        these = [r for r in rows if t is None or r["type"] == t]
+        console.print(f"{t}: " * (t is not None) + _tally(these), highlight=False)
+
+
+def _tally(rows: list[dict[str, Any]]) -> str:
     done = [r for r in rows if r["success"] is not None]
     solved = sum(1 for r in done if r["success"])
     lost = sum(1 for r in rows if r["ungraded"])
-    console.print(
-        f"{len(rows)} tasks, {len(done)} with results, {solved} resolved, {lost} ungraded"
-    )
+    return f"{len(rows)} tasks, {len(done)} with results, {solved} resolved, {lost} ungraded"
 
 
 _OUTCOME_WIDTH = 11  # "infra error", "unresolved"; "(ungraded)" goes on a second line
