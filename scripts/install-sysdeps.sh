@@ -31,6 +31,7 @@ NEEDED=(
   "umount:mount"                          # sandbox and podman mount cleanup
   "runuser:util-linux"                    # tests: PostgreSQL as a non-root user
   "nsenter:util-linux"                    # tests: a look into a sandbox's namespaces
+  "unshare:util-linux"                    # tests: the contract suite's namespace escape attempt
   "useradd:passwd"                        # tests: that user
   "initdb:postgresql"                     # tests: a throw-away PostgreSQL
   "pg_ctl:postgresql"
