@@ -56,12 +56,13 @@ def scripted(*replies: str | BaseException) -> InProcessModelClient:
 
 
 async def judge(
-    tmp_path: Path, model: InProcessModelClient, message: str, **cfg: object
+    tmp_path: Path, client: InProcessModelClient, message: str, **cfg: object
 ) -> JudgeVerdict:
-    """The agent's last message ``message`` judged by ``model`` through the grader."""
+    """The agent's last message ``message`` judged through the grader, ``client`` the
+    run's model client."""
     rt = local_runtime(tmp_path)
     await rt.start()
-    grader = JudgeGraderConfig(rubric=RUBRIC, **cfg).build(model=model)
+    grader = JudgeGraderConfig(rubric=RUBRIC, **cfg).build(model=client)
 
     @contextlib.asynccontextmanager
     async def fresh() -> AsyncIterator[Sandbox]:
@@ -70,12 +71,12 @@ async def judge(
 
     task = task_of({"problem_statement": "What is 6 * 7?"})
     try:
-        async with model, await rt.create(EnvironmentSpec()) as sandbox:
+        async with client, await rt.create(EnvironmentSpec()) as sandbox:
             async with grader.attempt(task, EnvironmentSpec(), fresh) as attempt:
                 traj = Trajectory(id="traj-1", task_id=task.id, run_id="run")
                 traj.add(ModelCall(response={"message": {"content": message}}))
                 report = await attempt.grade(await attempt.take(sandbox, traj))
-            assert await model.calls("traj-1.judge") == []  # released once judged
+            assert await client.calls("traj-1.judge") == []  # released once judged
         assert isinstance(report, JudgeVerdict)
         return report
     finally:
@@ -186,3 +187,14 @@ def test_config_errors_name_the_field() -> None:
         JudgeGraderConfig(rubric=RUBRIC, model={"type": "nope"})
     with pytest.raises(ValidationError, match="on"):
         JudgeGraderConfig(rubric=RUBRIC, on="state")
+
+
+async def test_a_model_block_of_its_own_is_started_asked_and_stopped(tmp_path: Path) -> None:
+    run_model = scripted("SCORE: 1")  # not asked: the judge has its own model
+    own = {"type": "scripted", "bash": []}  # its one answer is a tool call, no text
+    report = await judge(tmp_path, run_model, "42", model=own)
+    (call,) = report.judge_calls  # recorded by the judge's own service
+    assert call.response["model"] == "scripted"
+    assert reward_of(report) == 0.0
+    assert "malformed judge reply" in str(report.error)
+    assert run_model.service.calls_total == 0
