@@ -11,6 +11,7 @@ run --resume` takes them up, and nothing else will move them.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from megaflow.cli.tables import outcome_columns
 from megaflow.core.states import TaskState
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import MetadataConfig
+from megaflow.storage.lease import dead_here
 
 _UNFINISHED = {s.value for s in TaskState if not s.terminal}
 
@@ -40,13 +42,24 @@ class RunRow:
     """Samples of this type the run plans (a train run's train samples), 0 if unknown."""
 
 
-def driver_state(meta: MetadataConfig, run_id: str, unfinished: int) -> str:
+async def driver_state(
+    store: MetadataStore, meta: MetadataConfig, run_id: str, unfinished: int
+) -> str:
     """``gone`` when the run's driver died with tasks unfinished, ``alive`` when it runs,
-    empty when nothing is unfinished or when the store cannot tell (a server store)."""
+    empty when nothing is unfinished or nothing tells. A SQLite run is asked through its
+    lock file; a server store's run through its driver lease (:mod:`megaflow.storage.lease`):
+    a lease that ended, or whose holder was a process of this host that is gone, has
+    no driver."""
     if not unfinished:
         return ""
-    live = liveness(lock_path(meta, run_id.removesuffix("-control")))  # the job's lock
-    return {Liveness.ALIVE: "alive", Liveness.GONE: "gone"}.get(live, "")
+    job = run_id.removesuffix("-control")  # the job's lock and lease
+    live = liveness(lock_path(meta, job))
+    if live is not Liveness.UNKNOWN:
+        return "alive" if live is Liveness.ALIVE else "gone"
+    lease = await store.get_lease(job)
+    if lease is None:
+        return ""
+    return "gone" if lease.expires_at <= time.time() or dead_here(lease.owner) else "alive"
 
 
 async def status_rows(
@@ -61,7 +74,7 @@ async def status_rows(
         by_type = await outcome_counts_by_type(store, r.id)
         planned = await planned_samples(store, r.id)
         unfinished = sum(n for c in by_type.values() for k, n in c.items() if k in _UNFINISHED)
-        driver = driver_state(meta, r.id, unfinished)
+        driver = await driver_state(store, meta, r.id, unfinished)
         several = len(by_type) > 1 or bool(planned)
         for kind, counts in by_type.items() or [("", {})]:
             rows.append(RunRow(r.id, kind if several else "", counts, driver, planned.get(kind, 0)))

@@ -73,7 +73,7 @@ class TopView:
             for kind, c in (by_type.items() or [("", {})])
         ]
 
-    def _gone(
+    async def _gone(
         self, rows: list[tuple[str, str, dict[str, int], int]], short: dict[str, str]
     ) -> list[str]:
         """The runs whose driver died with tasks unfinished (see ``megaflow status``)."""
@@ -82,7 +82,9 @@ class TopView:
         unfinished: dict[str, int] = {}
         for rid, _, c, _ in rows:
             unfinished[rid] = unfinished.get(rid, 0) + sum(c.get(s.value, 0) for s in _OPEN)
-        return [short[r] for r, n in unfinished.items() if driver_state(self.meta, r, n) == "gone"]
+        meta = self.meta
+        states = {r: await driver_state(self.store, meta, r, n) for r, n in unfinished.items()}
+        return [short[r] for r, state in states.items() if state == "gone"]
 
     async def frame(self) -> Group:
         every = await self.store.list_runs()
@@ -127,7 +129,7 @@ class TopView:
                 f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}",
             )  # fmt: skip
         by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
-        gone = self._gone(rows, short)
+        gone = await self._gone(rows, short)
         footer = (
             f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
             f" | errors {sum(errors.values())}{f' ({by_kind})' if by_kind else ''}"
