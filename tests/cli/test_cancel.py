@@ -61,7 +61,7 @@ def test_a_live_run_is_refused_with_how_to_cancel_it(db: str) -> None:
     with hold(lock_path(SqliteMetadataConfig(path=db), RUN)):
         res = runner.invoke(app, ["cancel", RUN, "--db", db])
     assert res.exit_code == 2
-    assert "still running on this machine" in said(res)
+    assert "process is still running" in said(res)
     assert "Ctrl-C" in said(res)
     assert _states(db) == {"t0": S.SUCCEEDED, "t1": S.QUEUED, "t2": S.RUNNING}
 

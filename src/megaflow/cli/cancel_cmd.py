@@ -31,7 +31,7 @@ from megaflow.cli.common import (
     with_store,
 )
 from megaflow.cli.ids import resolve_run, resolve_task
-from megaflow.cli.run_lock import Liveness, liveness, lock_path
+from megaflow.cli.run_lock import Liveness, driver_liveness
 from megaflow.core.errors import NotFound
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import ErrorKind, TaskRecord, TaskResult
@@ -79,10 +79,10 @@ def _cancel_in_store(ident: str, db: str, config: Path | None) -> None:
     async def go(store: MetadataStore) -> str:
         run_id, task_id, records = await _targets(store, ident)
         what = f"task {task_id}" if task_id else f"run {run_id}"
-        live = liveness(lock_path(meta, run_id.removesuffix("-control")))  # the job's lock
+        live = await driver_liveness(store, meta, run_id)  # the job's lock or lease
         if live is Liveness.ALIVE:
             fail(
-                f"{what}: its `megaflow run` process is still running on this machine; "
+                f"{what}: its `megaflow run` process is still running; "
                 f"{_CTRL_C} (or submit it to a cluster to cancel it from elsewhere)",
                 EXIT_BAD_INPUT,
             )

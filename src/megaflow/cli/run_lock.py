@@ -6,20 +6,24 @@ behind when it ends. ``megaflow cancel`` asks the lock: held means the run's
 process is alive (it is cancelled with Ctrl-C there), free means it is gone.
 The kernel drops the lock when the process dies, also on SIGKILL, so a crash
 never leaves a run looking alive. A store on a server (PostgreSQL, MongoDB)
-has no such file: a process on another machine cannot be seen from here.
+has no such file: there :func:`driver_liveness` reads the run's driver
+lease in the store instead.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 
 from megaflow.core.errors import AlreadyExists
+from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import MetadataConfig, SqliteMetadataConfig
+from megaflow.storage.lease import dead_here
 from megaflow.storage.private import private_file
 
 
@@ -67,3 +71,19 @@ def liveness(path: Path | None) -> Liveness:
     finally:
         os.close(fd)
     return Liveness.GONE
+
+
+async def driver_liveness(store: MetadataStore, metadata: MetadataConfig, run_id: str) -> Liveness:
+    """Whether the driver of ``run_id`` (a job's run or its ``-control`` arm) is alive: a
+    SQLite run asked through its lock file, a server store's run through its driver lease
+    (:mod:`megaflow.storage.lease`): a lease that ended, or whose holder was a process of
+    this host that no longer runs, has no driver. UNKNOWN when neither exists."""
+    job = run_id.removesuffix("-control")
+    live = liveness(lock_path(metadata, job))
+    if live is not Liveness.UNKNOWN:
+        return live
+    lease = await store.get_lease(job)
+    if lease is None:
+        return Liveness.UNKNOWN
+    ended = lease.expires_at <= time.time() or dead_here(lease.owner)
+    return Liveness.GONE if ended else Liveness.ALIVE

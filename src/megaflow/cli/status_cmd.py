@@ -11,7 +11,6 @@ run --resume` takes them up, and nothing else will move them.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,12 +20,11 @@ from rich.table import Table
 from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import ConfigOption, DbOption, console, metadata_config, with_store
 from megaflow.cli.ids import resolve_run, short_ids
-from megaflow.cli.run_lock import Liveness, liveness, lock_path
+from megaflow.cli.run_lock import Liveness, driver_liveness
 from megaflow.cli.tables import outcome_columns
 from megaflow.core.states import TaskState
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import MetadataConfig
-from megaflow.storage.lease import dead_here
 
 _UNFINISHED = {s.value for s in TaskState if not s.terminal}
 
@@ -46,20 +44,11 @@ async def driver_state(
     store: MetadataStore, meta: MetadataConfig, run_id: str, unfinished: int
 ) -> str:
     """``gone`` when the run's driver died with tasks unfinished, ``alive`` when it runs,
-    empty when nothing is unfinished or nothing tells. A SQLite run is asked through its
-    lock file; a server store's run through its driver lease (:mod:`megaflow.storage.lease`):
-    a lease that ended, or whose holder was a process of this host that is gone, has
-    no driver."""
+    empty when nothing is unfinished or nothing tells (:func:`driver_liveness`)."""
     if not unfinished:
         return ""
-    job = run_id.removesuffix("-control")  # the job's lock and lease
-    live = liveness(lock_path(meta, job))
-    if live is not Liveness.UNKNOWN:
-        return "alive" if live is Liveness.ALIVE else "gone"
-    lease = await store.get_lease(job)
-    if lease is None:
-        return ""
-    return "gone" if lease.expires_at <= time.time() or dead_here(lease.owner) else "alive"
+    live = await driver_liveness(store, meta, run_id)
+    return {Liveness.ALIVE: "alive", Liveness.GONE: "gone"}.get(live, "")
 
 
 async def status_rows(
