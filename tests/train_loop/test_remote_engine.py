@@ -1,5 +1,8 @@
-"""`megaflow train` through an engine in another process: the rollout model is an
-``openai`` client of ``megaflow serve model``, new weights go as ``disk`` checkpoints."""
+"""`megaflow train` through an engine in another process at an address: the rollout
+model is an ``openai`` client of ``megaflow serve model``, new weights go as ``disk``
+checkpoints. The loop through two engines it starts itself, with ``disk`` and with
+``broadcast`` sync, is ``test_remote_parity.py``; the run's own engines and their end,
+``test_remote_launch.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from megaflow.rpc.model_client import GrpcModelControl
 from tests.fixtures.servers import free_port
 from tests.train.test_weight_sync_engine import TOKEN, running_engine
 from tests.train_loop.conftest import train_config, write_config
-from tests.train_loop.test_modes import _calls
 
 pytestmark = pytest.mark.slow
 
@@ -30,28 +32,8 @@ def remote(tmp_path: Path, policy: Path, base_url: str, **train: object) -> dict
         "type": "openai", "base_url": base_url, "model": "default",
         "api_key_env": "ENGINE_TOKEN", "weight_sync": "megaflow",
     }  # fmt: skip
-    raw["agent"]["temperature"] = 1.0  # type: ignore[index]
+    raw["agent"]["temperature"] = 1.0
     return raw
-
-
-async def test_the_loop_trains_through_an_engine_in_another_process(
-    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ENGINE_TOKEN", TOKEN)
-    async with running_engine(policy, tmp_path / "engine") as engine:
-        sync = {"type": "disk", "root": str(tmp_path / "weights")}
-        raw = remote(tmp_path, policy, engine.model.base_url(), weight_sync=sync)
-        loop = TrainLoop(parse_config(raw), run_id="tl-remote", printer=lambda _: None)
-        curve = await loop.run()
-        assert [p.weights_version for p in curve.steps] == [1, 2]
-        async with GrpcModelControl(engine.model.target, TOKEN) as control:
-            assert [b.weights_version for b in await control.list_backends()] == [2]
-    versions = {
-        r: {c.weights_version for c in calls} for r, calls in _calls(tmp_path / "art").items()
-    }
-    assert versions["s00001"] == {0}
-    assert versions["s00002"] == {1}  # rolled out by the engine on step 1's checkpoint
-    assert all(p.samples > 0 for p in curve.steps)
 
 
 def test_a_sync_the_rollout_model_cannot_take_is_a_config_error(
