@@ -18,6 +18,10 @@ stored timings. Like is set against like:
   grades in the agent's own sandbox, reset to the base commit (``git reset
   --hard`` and ``git clean``) after its patch is taken, which is what grading
   did before the fresh sandbox; B exists only here, to price the fresh one.
+
+``--mode grade``: ``megaflow grade``'s throughput on the set's gold patches and,
+as the ``swebench`` harness's own evaluation cannot run here, the per-instance
+cost of MegaFlow's grading stage by stage (``grade_throughput.py``).
 """
 
 from __future__ import annotations
@@ -170,8 +174,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ab", action="store_true", help="print ab figures for benchmarks/ab.py")
     ap.add_argument("--reps", type=int, default=None, help="A/B job pairs (default 3).")
+    ap.add_argument("--mode", choices=["jobs", "grade"], default="jobs",
+                    help="grade: megaflow grade's throughput and per-instance cost")  # fmt: skip
     add_rule_args(ap)
     args = ap.parse_args()
+    if args.mode == "grade":
+        from grade_throughput import grade_mode
+
+        begin(args)
+        args.reps = args.reps or 3
+        with tempfile.TemporaryDirectory(prefix="mf-bench-grade-") as tmp:
+            grade_mode(args, Path(tmp), report)
+        return
     limit, conc, n_cold = (8, 2, 20) if args.quick else (34, 4, 60)
     reps = args.reps or (2 if args.quick else 3)
     if args.ab:
