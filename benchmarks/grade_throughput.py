@@ -195,7 +195,8 @@ def grade_mode(args: Any, root: Path, report: Callable[..., None]) -> None:
         f"run here: {'; '.join(blockers)}. So the per-instance rows give MegaFlow's own "
         f"cost instead: each of the {n} instances graded alone (a fresh local sandbox "
         "each, as megaflow grade does), P50 and the slowest, and each stage's median "
-        "over the median total (medians do not add up to the total). Stages are timed by wrapping the functions grade_patch calls."
+        "over the median total (medians do not add up to the total). Stages are timed by "
+        "wrapping the functions grade_patch calls."
     )
     report("grade", "megaflow grade on the mini-SWE set: throughput and per-instance cost",
            ["figure", "P50 / median", "slowest", "share of total"], rows, notes,
