@@ -30,8 +30,12 @@ the kernel falls on the next:
   one ``LocalRuntime`` started before the timer (as MegaFlow's runtime, pool
   and scheduler are), the N episodes spread over the actors, all concurrent.
 
-Setup on both sides (runtime start, stores, ``ray.init``, actor start) is
-outside the timer. The peer runs the sandbox steps without an agent, a model
+Every side runs the same N episodes after the same untimed warm-up
+(``WARMUP`` episodes on each runtime, through the scheduler on MegaFlow's),
+under :func:`tuned_gc` (Ray's actors too), with the same start slots
+(``max_starting``: one runtime's default, split over Ray's actors). Setup on
+every side (runtime start, stores, ``ray.init``, actor start) is outside the
+timer. The peer runs the sandbox steps without an agent, a model
 client or a state machine, so it does less work than MegaFlow. ``--ab``
 runs the ideal and MegaFlow once and prints ``ab`` lines for
 ``benchmarks/ab.py --before REV``.
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -78,7 +83,7 @@ MAX_ATTEMPTS = TaskSpec.model_fields["max_attempts"].default
 T = TypeVar("T")
 STEPS = [f"echo step {i} > /tmp/s{i} && cat /tmp/s{i}" for i in range(5)]
 SPEC = EnvironmentSpec(ttl_s=7200)
-IDEAL_EPISODES = 64  # per repetition: 16 gave ideals 25% apart within one run
+WARMUP = 1  # untimed episodes on every side (each Ray actor's runtime too) before its timer
 
 
 async def direct_episode(runtime: LocalRuntime) -> None:
@@ -99,12 +104,17 @@ def busy_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
+async def warm(runtime: LocalRuntime) -> None:
+    for _ in range(WARMUP):
+        await direct_episode(runtime)
+
+
 async def ideal_per_episode(root: Path, n: int) -> tuple[float, float, float]:
     """(CPU seconds, wall seconds, machine busy core-seconds) of one episode's
-    sandbox work, run alone."""
+    sandbox work, run alone: the same N episodes and warm-up as every other side."""
     runtime = LocalRuntime(LocalRuntimeConfig(root=str(root)))
     await runtime.start()
-    await direct_episode(runtime)  # warm caches
+    await warm(runtime)
     c0, t0, b0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter(), busy_s()
     for _ in range(n):
         await direct_episode(runtime)
@@ -127,6 +137,7 @@ async def bare(root: Path, n: int) -> tuple[float, float]:
     running this many sandboxes at once costs before any orchestration."""
     runtime = LocalRuntime(LocalRuntimeConfig(root=str(root)))
     await runtime.start()
+    await warm(runtime)
     c0, t0 = cpu_s() + sandbox_cpu_s(runtime), time.perf_counter()
     await asyncio.gather(*(direct_episode(runtime) for _ in range(n)))
     wall, cpu = time.perf_counter() - t0, cpu_s() + sandbox_cpu_s(runtime) - c0
@@ -156,6 +167,12 @@ async def megaflow(root: Path, n: int, dummy: bool = False) -> tuple[float, floa
     executor = AgentExecutor(pool, {"rollout": Arm(agent, model)}, stores.artifacts, SPEC)
     sched = Scheduler(SchedulerConfig(max_concurrency=n), stores, executor)
     await sched.start()
+    warmup = [
+        TaskSpec(id=f"warm/e{i}", run_id="warm", payload={"prompt": "run the steps"})
+        for i in range(WARMUP)
+    ]
+    await sched.submit(RunSpec(id="warm"), warmup)  # untimed, as every side's warm-up
+    await sched.wait("warm")
     tasks = [
         TaskSpec(id=f"rollout/e{i}", run_id="rollout", payload={"prompt": "run the steps"})
         for i in range(n)
@@ -175,15 +192,23 @@ async def megaflow(root: Path, n: int, dummy: bool = False) -> tuple[float, floa
 
 
 class RayWorker:
-    """One Ray actor: one local runtime, started before the timer, many episodes."""
+    """One Ray actor: one local runtime, started and warmed before the timer, many
+    episodes. The actors' runtimes share the start slots one runtime has elsewhere
+    (``max_starting``), and each actor runs under :func:`tuned_gc`, as the other
+    sides do."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, max_starting: int) -> None:
         self.root = root
+        self.max_starting = max_starting
         self.runtime: LocalRuntime | None = None
+        self.gc = contextlib.ExitStack()
 
     async def start(self) -> float:
-        self.runtime = LocalRuntime(LocalRuntimeConfig(root=self.root))
+        self.gc.enter_context(tuned_gc())
+        cfg = LocalRuntimeConfig(root=self.root, max_starting=self.max_starting)
+        self.runtime = LocalRuntime(cfg)
         await self.runtime.start()
+        await warm(self.runtime)
         return self.cpu()
 
     async def episode(self) -> int:
@@ -205,6 +230,7 @@ class RayWorker:
     async def stop(self) -> float:
         if self.runtime is not None:
             await self.runtime.stop()
+        self.gc.close()
         return self.cpu()
 
 
@@ -221,7 +247,8 @@ def ray_peer(root: Path, n: int, workers: int) -> tuple[float, float, int] | str
     ray.cloudpickle.register_pickle_by_value(ab)  # the actors need not import it
     try:
         actor = ray.remote(num_cpus=0, max_concurrency=max(n, 1))(RayWorker)
-        pool = [actor.remote(str(root / f"w{k}")) for k in range(workers)]
+        slots = max(1, 32 * (os.cpu_count() or 1) // workers)  # one runtime's default in all
+        pool = [actor.remote(str(root / f"w{k}"), slots) for k in range(workers)]
         ray.get([w.start.remote() for w in pool])
         c0 = ray.get([w.cpu.remote() for w in pool])
         t0 = time.perf_counter()
@@ -255,7 +282,7 @@ def main() -> None:
     n = 64 if args.quick else args.episodes
     if args.ab:
         with tempfile.TemporaryDirectory() as tmp:
-            cpu_ep, _, _ = tuned(ideal_per_episode(Path(tmp) / "ideal", IDEAL_EPISODES))
+            cpu_ep, _, _ = tuned(ideal_per_episode(Path(tmp) / "ideal", n))
             wall, cpu = tuned(megaflow(Path(tmp) / "mf", n))
         print(
             f"ab ideal-cpu-ms/episode {cpu_ep * 1000:.2f}\nab cpu-ms/episode {cpu / n * 1000:.2f}"
@@ -268,7 +295,7 @@ def main() -> None:
         root = Path(tmp)
         runs = iter(range(10**6))
         sides = [
-            lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", IDEAL_EPISODES)),
+            lambda: tuned(ideal_per_episode(root / f"ideal{next(runs)}", n)),
             lambda: tuned(megaflow(root / f"mf{next(runs)}", n)),
             lambda: tuned(bare(root / f"bare{next(runs)}", n)),
             lambda: tuned(megaflow(root / f"cp{next(runs)}", n, dummy=True)),
