@@ -191,8 +191,8 @@ async def _read(sandbox: Sandbox, path: str) -> str | None:
     (infrastructure, retried), never a reward."""
     q = shlex.quote(path)
     command = (
-        f"printf '{_BEGIN}'; if [ -f {q} ] && [ ! -L {q} ]; then head -c {REWARD_CAP} {q}; "
-        f"printf '{_END}1'; else printf '{_END}0'; fi"
+        f"printf '{_BEGIN}'; if [ -f {q} ] && [ ! -L {q} ]; then head -c {REWARD_CAP} {q} "
+        f"&& printf '{_END}1' || printf '{_END}0'; else printf '{_END}0'; fi"
     )
     cap = REWARD_CAP + len(_BEGIN) + len(_END) + 1
     for _ in range(READ_TRIES):
