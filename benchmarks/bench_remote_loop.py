@@ -1,0 +1,175 @@
+"""The training loop through engines in other processes: sync against async wall time.
+
+Each run is ``megaflow train``'s loop (``TrainLoop``) on the settings-fix
+family with a small random policy (the quickstart's tokenizer and builder),
+its rollout model two ``megaflow serve model`` engines the run starts itself
+(``model.launch``), new weights by ``disk``. The same work both ways: the same
+steps, prompts per step and samples, the same agent and generation length,
+every step updating (``step_without_signal``: the random policy earns no
+reward). ``sync`` rolls a step out after the previous update; ``async`` keeps
+the next ``lookahead`` steps' rollouts running while a step trains
+(``max_staleness`` 1: with lookahead 1 no sample is older than that).
+Rollouts dominate: the trainer's step on this model takes a fraction of a
+second, an episode seconds.
+
+Timed: the loop's steps (``TrainLoop._train``) less its held-out round (the
+one at the last step, the same in both), so not the engines' start, the
+trainer's start or the stores. One untimed run of each first (warm-up: page
+cache, imports), then ``--reps`` timed runs of each, the order reversed every
+other repetition.
+
+    .venv/bin/python benchmarks/bench_remote_loop.py --reps 2 --allow-dirty
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ab import spread
+from report import add_rule_args, begin, read_loadavg, report
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ROOT / "tasks" / "settings-fix"
+SYSTEM = "Read the file, fix the setting with one edit call, then call submit."
+
+
+def policy(where: Path) -> Path:
+    from megaflow.datasets.loader import load_instances
+    from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
+    from megaflow.train.warm_start import load_conversations
+
+    texts = [render(c) for c in load_conversations(TASKS / "demonstrations.jsonl")]
+    texts += [i.problem_statement for i in load_instances(TASKS / "train.jsonl")]
+    return build_policy(where, texts, PolicyConfig(hidden=32, layers=1, intermediate=64))
+
+
+def config(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    train: dict[str, Any] = {
+        "policy": str(model), "mode": mode,
+        "held_out": {"path": str(TASKS / "heldout.jsonl"), "limit": 1},
+        "prompts_per_step": args.prompts, "steps": args.steps, "eval_every": 0,
+        "eval_before": False, "lr": 1e-3, "checkpoint_every": 0, "out_dir": str(tmp / "out"),
+        "step_without_signal": True, "max_staleness": 1,
+        "weight_sync": {"type": "disk", "root": str(tmp / "w"), "keep": 1},
+    }  # fmt: skip
+    if mode == "async":
+        train["lookahead"] = args.lookahead
+    return {
+        "name": f"bench-{mode}",
+        "samples": args.samples,
+        "deadline_s": 600,
+        "tasks": {"type": "swebench", "path": str(TASKS / "train.jsonl")},
+        "agent": {
+            "type": "builtin", "max_steps": 2, "max_format_errors": 2, "temperature": 1.0,
+            "completion_tokens": args.tokens, "system_prompt": SYSTEM,
+        },
+        "model": {
+            "type": "openai", "model": "default", "weight_sync": "megaflow",
+            "launch": {"replicas": 2, "max_new_tokens": args.tokens},
+        },
+        "environment": {"runtime": {"type": "local", "root": str(tmp / "sb")}},
+        "scheduler": {"max_concurrency": 16},
+        "storage": {
+            "metadata": {"type": "sqlite", "path": str(tmp / "m.db")},
+            "artifacts": {"type": "local", "root": str(tmp / "art")},
+        },
+        "train": train,
+    }  # fmt: skip
+
+
+async def one_run(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> float:
+    """Seconds of the loop's steps, less its held-out round."""
+    from megaflow.app.training.loop import TrainLoop
+    from megaflow.config import parse_config
+
+    loop = TrainLoop(parse_config(config(tmp, model, mode, args)), run_id=f"b-{mode}",
+                     printer=lambda _: None)  # fmt: skip
+    spent = {"train": 0.0, "eval": 0.0}
+    train, evaluate = loop._train, loop._evaluate
+
+    async def timed_train(*a: Any) -> None:
+        t0 = time.perf_counter()
+        await train(*a)
+        spent["train"] += time.perf_counter() - t0
+
+    async def timed_eval(*a: Any) -> None:
+        t0 = time.perf_counter()
+        await evaluate(*a)
+        spent["eval"] += time.perf_counter() - t0
+
+    loop._train = timed_train  # type: ignore[method-assign, assignment]
+    loop._evaluate = timed_eval  # type: ignore[method-assign, assignment]
+    curve = await loop.run()
+    assert [p.weights_version for p in curve.steps] == list(range(1, args.steps + 1))
+    return spent["train"] - spent["eval"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
+    ap.add_argument("--tokens", type=int, default=48, help="completion tokens per turn")
+    ap.add_argument("--lookahead", type=int, default=1)
+    add_rule_args(ap)
+    args = ap.parse_args()
+    begin(args)
+    load_before = read_loadavg()
+    times: dict[str, list[float]] = {"sync": [], "async": []}
+    with tempfile.TemporaryDirectory(prefix="mf-bench-remote-") as tmp:
+        model = policy(Path(tmp) / "policy")
+        n = 0
+
+        def run(mode: str) -> float:
+            nonlocal n
+            n += 1
+            seconds = asyncio.run(one_run(Path(tmp) / f"run-{n}", model, mode, args))
+            print(f"{mode}: {seconds:.1f} s", flush=True)
+            return seconds
+
+        for mode in ("sync", "async"):
+            run(mode)  # warm-up, untimed
+        for rep in range(args.reps):
+            for mode in ("sync", "async") if rep % 2 == 0 else ("async", "sync"):
+                times[mode].append(run(mode))
+    sync_mid, async_mid = statistics.median(times["sync"]), statistics.median(times["async"])
+    samples = args.steps * args.prompts * args.samples
+    rows = [
+        [mode, str(samples), spread(ts, "{:.1f}".format), f"{samples / statistics.median(ts):.2f}"]
+        for mode, ts in times.items()
+    ]
+    rows.append(["async speed-up", "", f"{sync_mid / async_mid:.2f}x", ""])
+    notes = " ".join([
+        f"{args.steps} steps x {args.prompts} prompts x {args.samples} samples (the same in",
+        "both modes), 2 engines (megaflow serve model, each its own process, started by the",
+        "run: model.launch), disk weight sync, a 2-turn agent of up to",
+        f"{args.tokens} tokens a turn, the small random quickstart-family policy (every step",
+        "updates). Seconds: the loop's steps less its final held-out round, median (min-max)",
+        f"of {args.reps} runs per mode after one untimed run of each, the order reversed every",
+        f"other repetition. async: lookahead {args.lookahead}, max_staleness 1 (no sample is",
+        "older than that). The issue's goal: async at least 2x sync when rollouts dominate.",
+    ])  # fmt: skip
+    report(
+        "remote_loop",
+        "The loop through engines in other processes: sync against async wall time",
+        ["mode", "samples", "seconds", "samples/s"],
+        rows,
+        notes,
+        load_before=load_before,
+        args=args,
+        reps=args.reps,
+    )
+
+
+if __name__ == "__main__":
+    main()
