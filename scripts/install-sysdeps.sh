@@ -32,6 +32,7 @@ NEEDED=(
   "runuser:util-linux"                    # tests: PostgreSQL as a non-root user
   "nsenter:util-linux"                    # tests: a look into a sandbox's namespaces
   "unshare:util-linux"                    # tests: the contract suite's namespace escape attempt
+  "taskset:util-linux"                    # benchmarks: the rollout on 1 and on 2 cores (bench_cores)
   "useradd:passwd"                        # tests: that user
   "initdb:postgresql"                     # tests: a throw-away PostgreSQL
   "pg_ctl:postgresql"
