@@ -143,6 +143,6 @@ def seed_curves(train_dir: Path) -> None:
                             "ci_high": 0.4, "samples": 8},
                            {"step": 3, "weights_version": 3, "reward_mean": rewards[-1],
                             "ci_low": rewards[-1] - 0.1, "ci_high": rewards[-1] + 0.1,
-                            "samples": 8}]}  # fmt: skip
+                            "samples": 8, "pass_at_k": rewards[-1] + 0.2, "k": 4}]}  # fmt: skip
         (train_dir / run).mkdir(parents=True, exist_ok=True)
         (train_dir / run / "curve.json").write_text(json.dumps(curve))

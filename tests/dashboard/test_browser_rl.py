@@ -170,6 +170,7 @@ def test_training_page_charts_overlay_config_and_links(site: dict[str, Any]) -> 
     legend = page.locator("#reward-chart").inner_text()
     assert f"{RUN}-control: train reward" in legend
     assert f"{RUN}: held-out pass@1" in legend
+    assert f"{RUN}: held-out pass@4" in legend  # pass@k, k the samples per prompt
     page.locator("#config summary").click()
     assert '"kl_coef": 0' in page.locator("#config-json").inner_text()
     shoot(page, "training-overlay")

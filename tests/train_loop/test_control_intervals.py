@@ -16,6 +16,7 @@ from megaflow.app.training.intervals import (
     Estimate,
     paired_difference,
     pass_at_1,
+    pass_at_k,
     t975,
     wilson,
 )
@@ -81,6 +82,18 @@ def test_prompts_without_a_graded_sample_are_left_out() -> None:
     assert pass_at_1([[1.0], [], [0.0]]).n == 2
     with pytest.raises(ValueError):
         pass_at_1([[], []])
+
+
+def test_pass_at_k_by_hand() -> None:
+    # 4 samples each: none, one and all four resolved; a prompt with 2 samples is left out
+    rounds = [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 0]]
+    assert pass_at_k(rounds, 4) == pytest.approx((0 + 1 + 1) / 3)
+    # k=2: 1 - C(n-c, 2)/C(n, 2) per prompt: 0; 1 - 3/6 = 0.5; 1; the 2-sample prompt 1
+    assert pass_at_k(rounds, 2) == pytest.approx((0 + 0.5 + 1 + 1) / 4)
+    assert pass_at_k(rounds, 1) == pytest.approx((0 + 0.25 + 1 + 0.5) / 4)  # pass@1
+    assert pass_at_k([[0.5, 0.5]], 2) == 0.0  # a partial reward is not resolved
+    with pytest.raises(ValueError, match="no prompt has 5"):
+        pass_at_k(rounds, 5)
 
 
 def test_paired_difference_over_common_prompts() -> None:

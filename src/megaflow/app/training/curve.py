@@ -70,6 +70,12 @@ class EvalPoint(BaseModel):
     )
     ci_low: float | None = Field(None, description="Lower end of pass@1's 95% interval.")
     ci_high: float | None = Field(None, description="Upper end of pass@1's 95% interval.")
+    pass_at_k: float | None = Field(
+        None,
+        description="Sampled pass@k, k the samples per prompt (at least 2): the "
+        "chance one of k samples is resolved; None when a round has fewer.",
+    )
+    k: int = Field(0, description="The k of pass_at_k (train.eval_samples); 0: not computed.")
     samples: int = Field(0, description="Samples graded (masked ones excluded).")
     masked: int = Field(0, description="Samples lost to the infrastructure.")
     malformed: float | None = Field(

@@ -26,7 +26,7 @@ from typing import Any
 
 from megaflow.app.job import Job
 from megaflow.app.training.curve import EvalPoint
-from megaflow.app.training.intervals import pass_at_1
+from megaflow.app.training.intervals import pass_at_1, pass_at_k
 from megaflow.app.training.rollouts import Rollouts, round_name
 from megaflow.core.errors import NotFound
 from megaflow.core.states import TaskState
@@ -129,6 +129,9 @@ async def evaluate(
         point.reward_mean, point.ci_low, point.ci_high = est.mean, est.low, est.high
         point.malformed = sampled.malformed / sampled.graded
         point.per_prompt = {k: sum(v) / len(v) for k, v in sorted(sampled.rewards.items())}
+        if samples >= 2 and any(len(v) >= samples for v in sampled.rewards.values()):
+            point.k = samples
+            point.pass_at_k = pass_at_k(list(sampled.rewards.values()), samples)
     if greedy:
         g = await _round(rollouts, f"{name}g", instances, 1, 0.0)
         point.greedy_samples, point.masked = g.graded, point.masked + g.lost
@@ -148,6 +151,8 @@ def eval_line(p: EvalPoint) -> str:
     if p.ci_low is not None and p.ci_high is not None:
         line += f" [{p.ci_low:.3f}, {p.ci_high:.3f}]"
     line += f" over {p.samples} samples"
+    if p.pass_at_k is not None:
+        line += f", pass@{p.k} {p.pass_at_k:.3f}"
     if p.malformed is not None:
         line += f", malformed {p.malformed:.3f}"
     if p.greedy is not None:

@@ -91,6 +91,24 @@ def pass_at_1(per_prompt: Sequence[Sequence[float]]) -> Estimate:
     return Estimate(mean, max(0.0, min(low, w_low)), min(1.0, max(high, w_high)), len(means))
 
 
+def pass_at_k(per_prompt: Sequence[Sequence[float]], k: int) -> float:
+    """pass@k of a round: the chance that at least one of ``k`` samples of a prompt is
+    resolved (reward 1), by the unbiased estimator over each prompt's ``n >= k``
+    graded samples (1 - C(n-c, k) / C(n, k), c of them resolved), averaged over the
+    prompts with at least ``k`` graded samples."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    got = [
+        1.0 - math.comb(len(rs) - c, k) / math.comb(len(rs), k)
+        for rs in per_prompt
+        if len(rs) >= k
+        for c in [sum(1 for r in rs if r >= 1.0)]
+    ]
+    if not got:
+        raise ValueError(f"no prompt has {k} graded samples")
+    return sum(got) / len(got)
+
+
 def paired_difference(a: Mapping[str, float], b: Mapping[str, float]) -> Estimate:
     """``a - b`` over the prompts both have (per-prompt means), with its t interval."""
     common = sorted(set(a) & set(b))

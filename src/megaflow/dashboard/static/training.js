@@ -63,6 +63,8 @@ const TR = {
         }
       }
       if (v.evals.some((e) => e.greedy !== null && e.greedy !== undefined)) line("held-out greedy", TR.at(xs, v.evals, (e) => e.greedy), 2);
+      const withK = v.evals.find((e) => e.pass_at_k !== null && e.pass_at_k !== undefined);
+      if (withK) line(`held-out pass@${withK.k}`, TR.at(xs, v.evals, (e) => e.pass_at_k ?? null), 3);
     });
     MF.lines(document.getElementById("reward-chart"), "reward (train per step ± std; held-out with its 95% interval)", xs, series, "step", { width, range: [0, 1] });
   },
