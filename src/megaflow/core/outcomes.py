@@ -63,7 +63,8 @@ GLOSSARY: dict[str, str] = {
     "it ran into); cancelled tasks are counted apart, never as done.",
     "resolved share": "resolved samples / all samples of the arm (an ungraded sample "
     "counts as not resolved); no share, a dash, while nothing is graded.",
-    "driver gone": "the process that drove an embedded run died (its run lock is free) "
+    "driver gone": "the process that drove an embedded run died (its run lock is free, "
+    "or its driver lease ended) "
     "while tasks were unfinished: they will not move until `megaflow run --resume`.",
 }
 """The one meaning of each word the command line, dashboard and exports use."""
