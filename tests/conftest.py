@@ -15,6 +15,12 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# pytest-xdist starts its workers with COLUMNS=80. The command line's shared console
+# reads COLUMNS once, when it is made, and keeps that width; every test gives the width
+# it needs to the command it invokes (CliRunner's env), so the workers must not have
+# one. Here, before any test module imports the command line.
+os.environ.pop("COLUMNS", None)
+
 pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.sql_servers",
