@@ -126,6 +126,7 @@ def test_trajectory_page_reads_like_an_inspector(site: dict[str, Any]) -> None:
     assert len(rows) == 5
     assert "1.732" in rows[1]
     assert "agent error" in rows[4]
+    assert page.locator("#estimator strong").inner_text() == "Advantage estimator: grpo"
     shoot(page, "trajectory-inspector")
     page.locator("#next").click()
     page.wait_for_selector("#banner-error")

@@ -4,19 +4,17 @@
 engineer debugging a rollout asks first: how it ended (outcome, reward, the
 error message), the token sequence of a ``train`` sample with every id
 decoded (through the tokenizer the run's config names, when one is found),
-the GRPO group the sample belongs to with each sibling's reward and
+the group the sample belongs to with each sibling's reward and
 advantage, and the previous and next trajectories of the run.
 
-The advantage shown is GRPO's (reward less the group mean, over the group's
-population std plus 1e-6; 0 for a group whose rewards are all equal), the
-estimator ``train.algorithm`` uses by default; a run with another estimator
-trains on other figures, and the page says which formula it shows.
+The advantage shown is the run's own: the estimator its ``train.algorithm``
+names, applied to the rewards of the sample's whole step
+(:mod:`megaflow.dashboard.advantages`); the page names the estimator.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,12 +24,11 @@ from megaflow.core.outcomes import is_error, outcome
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult, group_id
 from megaflow.core.trajectory import Trajectory
+from megaflow.dashboard.advantages import run_estimator, step_advantages, step_of
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 from megaflow.train.samples import TokenDrift, sample_from_trajectory
 
 TOKENIZER_FILE = "tokenizer.json"
-STD_EPS = 1e-6
-ADVANTAGE_FORMULA = "GRPO: (reward - group mean) / (group population std + 1e-6)"
 
 
 @lru_cache(maxsize=8)
@@ -99,15 +96,6 @@ def _sample_view(run: RunSpec, traj: Trajectory, reward: float, task_type: str) 
     }
 
 
-def advantages(rewards: list[float | None]) -> list[float | None]:
-    """GRPO's advantage of each graded reward in a group (None stays None)."""
-    graded = [r for r in rewards if r is not None]
-    if len(graded) < 2 or all(r == graded[0] for r in graded):
-        return [None if r is None else 0.0 for r in rewards]
-    mean, std = statistics.fmean(graded), statistics.pstdev(graded)
-    return [None if r is None else (r - mean) / (std + STD_EPS) for r in rewards]
-
-
 def _reward(rec: TaskRecord, res: TaskResult | None) -> float | None:
     return res.reward if res is not None and rec.state is TaskState.SUCCEEDED else None
 
@@ -127,15 +115,24 @@ async def _group_and_neighbours(
     }
     if kind != "train":
         return None, near
-    gid = group_id(rec.spec)
-    members = [r for r in records if group_id(r.spec) == gid]
-    rewards = [_reward(r, results.get(r.id)) for r in members]
+    gid, step = group_id(rec.spec), step_of(group_id(rec.spec))
+    groups: dict[str, list[TaskRecord]] = {gid: []}
+    for r in records:  # the step's groups in submission order, this one among them
+        g = group_id(r.spec)
+        if g == gid or (step is not None and g.startswith(step) and r.spec.type is rec.spec.type):
+            groups.setdefault(g, []).append(r)
+    rewards = {g: [_reward(r, results.get(r.id)) for r in rs] for g, rs in groups.items()}
+    est = run_estimator((await meta.get_run(rec.spec.run_id)).config)
+    advs = step_advantages(est, list(rewards.values()))
+    mine = advs[list(groups).index(gid)] if advs is not None else [None] * len(groups[gid])
     rows = [
         {"task": r.id, "outcome": outcome(r.state, results.get(r.id)), "reward": rw,
          "advantage": adv, "this": r.id == rec.id, "has_trajectory": r.id in with_traj}
-        for r, rw, adv in zip(members, rewards, advantages(rewards), strict=True)
+        for r, rw, adv in zip(groups[gid], rewards[gid], mine, strict=True)
     ]  # fmt: skip
-    return {"id": gid, "formula": ADVANTAGE_FORMULA, "members": rows}, near
+    estimator = {"name": est.name, "formula": est.formula, "notes": est.notes,
+                 "problem": est.problem, "step_groups": len(groups)}  # fmt: skip
+    return {"id": gid, "estimator": estimator, "members": rows}, near
 
 
 async def trajectory_view(

@@ -114,7 +114,12 @@ const TJ = {
   group(g, current) {
     const box = document.getElementById("group");
     if (!g) return;
-    box.append(MF.el("h2", { text: `GRPO group ${g.id}` }), MF.el("p", { text: `Advantage shown: ${g.formula}.` }));
+    const e = g.estimator;
+    const why = e.problem ? ` No advantage shown: ${e.problem}.` : "";
+    const over = e.step_groups > 1 ? ` Computed over the step's ${e.step_groups} groups.` : "";
+    const notes = e.notes.length ? ` Shown ${e.notes.join("; ")}.` : "";
+    box.append(MF.el("h2", { text: `Group ${g.id}` }),
+      MF.el("p", { id: "estimator" }, MF.el("strong", { text: `Advantage estimator: ${e.name}` }), ` (${e.formula}).${over}${notes}${why}`));
     const rows = g.members.map((m) => {
       const name = m.task.slice(m.task.lastIndexOf("/") + 1);
       const cell = m.has_trajectory && !m.this ? MF.link("/trajectory?id=" + encodeURIComponent(m.task), name) : name + (m.this ? " (this one)" : "");
