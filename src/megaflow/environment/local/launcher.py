@@ -38,9 +38,11 @@ SERVER_PARTS = ("server_jobs.py", "server_files.py", "server.py")
 # Boot loader given to python -c: read the server from stdin (a tuple of compiled
 # parts when the sandbox's python has the same bytecode as ours, else their
 # sources joined by NUL bytes) and run the parts in turn.
+# A read that finds the pipe closed (MegaFlow died before sending it all) ends
+# the server, and with it the sandbox, rather than spinning on end of file.
 _BOOT = (
     "import os,sys\nn=int(sys.argv[1]);b=b''\n"
-    "while len(b)<n:b+=os.read(0,n-len(b))\n"
+    "while len(b)<n:\n c=os.read(0,n-len(b))\n if not c:sys.exit(125)\n b+=c\n"
     "for p in(__import__('marshal').loads(b)if sys.argv[2]=='c'else"
     "[compile(s,'mfserver','exec')for s in b.split(bytes(1))]):exec(p)"
 )
@@ -81,6 +83,26 @@ def as_user(uid: int, gid: int) -> list[str]:
     if setpriv is None:
         raise SandboxStartError("'setpriv' was not found on PATH; install 'util-linux'")
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+
+
+MARKER = "MEGAFLOW_SANDBOX"
+"""The environment variable naming each sandbox process's maker and sandbox
+(``<process key>/<sandbox id>``), so a process of the sandbox is found in
+``/proc`` whatever its parent or cgroup."""
+# Runs first, as root, in the process that becomes bubblewrap: it moves itself
+# into each of the sandbox's cgroups ("$1" up to "--"), then execs the rest, so
+# bubblewrap and everything it starts are in the groups from their first
+# instruction. A group that cannot be joined (the reaper removed it after the
+# maker died) ends it before anything of the sandbox exists.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift; exec "$@"'
+
+
+def in_cgroups(procs_files: list[str], argv: list[str]) -> list[str]:
+    """``argv`` run from its first instruction inside the groups whose
+    ``cgroup.procs`` files are listed (none: ``argv`` itself)."""
+    if not procs_files:
+        return argv
+    return ["/bin/sh", "-c", _JOIN, "megaflow-join", *procs_files, "--", *argv]
 
 
 def find_bwrap() -> str:
@@ -183,6 +205,7 @@ class LaunchPlan:
     fds: dict[str, int] = field(default_factory=dict)  # info, block, seccomp
     max_frame: int = 64 << 20
     view: Path | None = None  # the image's prepared read-only root (view.py), if any
+    marker: str = ""  # MARKER's value for the exec server, if any
 
 
 def _covered(path: Path, roots: list[Path]) -> bool:
@@ -268,6 +291,8 @@ def bwrap_argv(bwrap: str, plan: LaunchPlan) -> list[str]:
     if plan.network != "host":  # 'none' and 'loopback': an own namespace, only lo
         args.append("--unshare-net")
     args += ["--clearenv"]
+    if plan.marker:  # the server's own environment; commands get theirs from each call
+        args += ["--setenv", MARKER, plan.marker]
     for key, value in server.env.items():
         args += ["--setenv", key, value]
     if plan.view is not None:  # one bind of a tree made once; /run is in it, read-only

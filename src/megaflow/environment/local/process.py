@@ -44,11 +44,16 @@ class Bwrap:
 
     @classmethod
     async def start_bwrap(
-        cls, argv: list[str], stderr: IO[bytes], pass_fds: list[int], limit: int
+        cls,
+        argv: list[str],
+        stderr: IO[bytes],
+        pass_fds: list[int],
+        env: dict[str, str],
+        limit: int,
     ) -> Bwrap:
-        """Start ``argv`` with an empty environment, stdin and stdout as pipes.
-        Cancelled meanwhile, it still waits for the process and kills it."""
-        work = asyncio.ensure_future(asyncio.to_thread(_popen_bwrap, argv, stderr, pass_fds))
+        """Start ``argv`` with only ``env`` in its environment, stdin and stdout
+        as pipes. Cancelled meanwhile, it still waits for the process and kills it."""
+        work = asyncio.ensure_future(asyncio.to_thread(_popen_bwrap, argv, stderr, pass_fds, env))
         try:
             popen, pidfd = await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -121,14 +126,14 @@ class Bwrap:
 
 
 def _popen_bwrap(
-    argv: list[str], stderr: IO[bytes], pass_fds: list[int]
+    argv: list[str], stderr: IO[bytes], pass_fds: list[int], env: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Blocking: the process and its pidfd. On a worker thread: Popen waits
     until the vfork'ed child has exec'd, 2 ms on average and up to 60 ms
     with the cores busy, and it lets go of the GIL meanwhile, so the event
     loop goes on."""
     popen = subprocess.Popen(
-        argv, env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+        argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
         pass_fds=pass_fds,
     )  # fmt: skip
     try:

@@ -1,14 +1,20 @@
 """Start one local sandbox's bubblewrap and hand it its exec server.
 
+The process that becomes bubblewrap first joins the sandbox's cgroups, made
+before it, and only then execs ``setpriv`` and bubblewrap
+(:func:`.launcher.in_cgroups`): every process of the sandbox starts inside
+them, so a MegaFlow process killed at any point of a start leaves nothing
+outside a group the reaper finds by its name. Each carries the sandbox's
+marker (:data:`.launcher.MARKER`) in its environment.
+
 bubblewrap starts as an unprivileged host uid (through ``setpriv``) with
 ``--userns-block-fd`` and ``--info-fd``; from the info this process learns
-the sandbox's pid, writes its user namespace's uid/gid maps, puts bubblewrap
-and that pid into the sandbox's cgroups, and only then lets it go on, so
-nothing runs inside before the maps and limits hold. Once the exec server
-says hello, the processes in the cgroup are pinned as the ones every later
-kill leaves alive. The seccomp program is passed in a memfd (``--seccomp``).
-The process is watched by a pidfd (:mod:`.process`), not by a thread of its
-own.
+the sandbox's pid, writes its user namespace's uid/gid maps, and only then
+lets it go on, so nothing runs inside before the maps and limits hold. Once
+the exec server says hello, the processes in the cgroup are pinned as the
+ones every later kill leaves alive. The seccomp program is passed in a memfd
+(``--seccomp``). The process is watched by a pidfd (:mod:`.process`), not by
+a thread of its own.
 """
 
 from __future__ import annotations
@@ -63,27 +69,21 @@ async def _read_all(fd: int) -> bytes:
     return bytes(data)
 
 
-def _place(sb: LocalSandbox, child: int, ids: userns.IdMap | None, block_w: int) -> None:
-    """Blocking: write the user namespace's maps (when ``ids`` is given), put
-    bubblewrap and its child into the sandbox's cgroups, and let it go on.
-    These writes took 35 us of CPU but 430-520 us of wall on the event loop,
-    waiting for the kernel's cgroup mutex that other starts and removals hold."""
+def _place(child: int, ids: userns.IdMap | None, block_w: int) -> None:
+    """Blocking: write the user namespace's maps (when ``ids`` is given) and
+    let bubblewrap go on. Off the event loop: such writes waited for kernel
+    locks that other starts and removals hold."""
     if ids is not None:
         userns.put(f"/proc/{child}/uid_map", ids.uid_lines)
         userns.put(f"/proc/{child}/gid_map", ids.gid_lines)
-    if sb.cgroup is not None:
-        assert sb.proc is not None
-        for procs in sb.cgroup.procs_files():
-            for pid in (sb.proc.pid, child):
-                userns.put(procs, str(pid))
     os.write(block_w, b"1")
 
 
-async def _off_loop(sb: LocalSandbox, child: int, ids: userns.IdMap | None, fd: int) -> None:
+async def _off_loop(child: int, ids: userns.IdMap | None, fd: int) -> None:
     """:func:`_place` on a worker thread. Cancelled meanwhile, it still waits
     for the thread: the caller closes ``fd`` next, and a write to a closed
     (maybe reused) fd number must not happen."""
-    work = asyncio.ensure_future(asyncio.to_thread(_place, sb, child, ids, fd))
+    work = asyncio.ensure_future(asyncio.to_thread(_place, child, ids, fd))
     try:
         await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -106,12 +106,15 @@ async def start(
         os.lseek(memfd, 0, os.SEEK_SET)
         plan.fds["seccomp"] = memfd
         passed.append(memfd)
+    plan.marker = f"{record.process}/{sb.id}"
     argv = launcher.bwrap_argv(how.bwrap, plan)
     argv = [*how.as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
+    argv = launcher.in_cgroups([] if sb.cgroup is None else sb.cgroup.procs_files(), argv)
+    env = {launcher.MARKER: plan.marker}
     directory = sb.dir
     try:
         with (directory / "bwrap.log").open("wb") as log:
-            sb.proc = await Bwrap.start_bwrap(argv, log, passed, limit=2**24)
+            sb.proc = await Bwrap.start_bwrap(argv, log, passed, env, limit=2**24)
     finally:
         for fd in passed:
             os.close(fd)
@@ -128,9 +131,9 @@ async def start(
             ) from e
         if how.ids.helpers:  # newuidmap/newgidmap: subprocesses, awaited on the loop
             await userns.write_maps(child, how.ids)
-            await _off_loop(sb, child, None, block_w)
-        else:  # six writes that wait on the kernel's cgroup lock: one thread hop
-            await _off_loop(sb, child, how.ids, block_w)
+            await _off_loop(child, None, block_w)
+        else:
+            await _off_loop(child, how.ids, block_w)
     finally:
         os.close(info_r)
         os.close(block_w)
