@@ -27,6 +27,7 @@ from megaflow.config.models import (
     RunConfig,
     SwebenchTasksConfig,
 )
+from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError
 from megaflow.core.tasks import RunSpec, TaskSpec, TaskType, Timeouts, sample_id
 from megaflow.datasets.harbor import load_rows
@@ -149,14 +150,6 @@ def submit_warnings(cfg: RunConfig) -> list[str]:
     return out
 
 
-def _resolve(path: str, config_dir: Path | None) -> Path:
-    p = Path(path)
-    if p.is_absolute() or p.exists() or config_dir is None:
-        return p
-    beside = config_dir / p
-    return beside if beside.exists() else p
-
-
 def source_roots(roots: list[str], config_dir: Path | None) -> list[Path]:
     """The config's ``source_roots``, relative ones taken against the config's folder."""
     out = []
@@ -176,7 +169,7 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
     src = cfg.tasks
     if isinstance(src, SwebenchTasksConfig):
         instances = load_instances(
-            _resolve(src.path, config_dir),
+            resolve_path(src.path, config_dir),
             source_roots=source_roots(src.source_roots, config_dir),
             max_source_bytes=src.max_source_mb * 1024 * 1024,
         )
@@ -193,7 +186,7 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
             instances = instances[: src.limit]
         return to_task_specs(instances, run_id, cfg.samples, cfg.task_type, **common)
     if isinstance(src, HarborTasksConfig):
-        rows = load_rows(_resolve(src.path, config_dir))[: src.limit]
+        rows = load_rows(resolve_path(src.path, config_dir))[: src.limit]
         src = InlineTasksConfig(tasks=[InlineTask(id=i, payload=p) for i, p in rows])
     assert isinstance(src, InlineTasksConfig)
     return [

@@ -22,6 +22,7 @@ from rich.text import Text
 from megaflow.cli.common import EXIT_BAD_INPUT, console, err_console
 from megaflow.config import load_config
 from megaflow.config.models import RunConfig
+from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError
 from megaflow.rpc.config import SERVABLE, ClusterConfig, load_cluster_config
 
@@ -64,8 +65,7 @@ def _missing_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
     for field, given in paths:
         if given is None:
             continue
-        p = Path(given)
-        if not (p.exists() or (not p.is_absolute() and (config_dir / p).exists())):
+        if not resolve_path(given, config_dir).exists():
             out.append((field, f"{given} does not exist (looked from here and beside the config)"))
     return out
 

@@ -20,6 +20,7 @@ import typer
 from megaflow.app.assembly import new_run_id
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
 from megaflow.config import load_config
+from megaflow.config.paths import missing_model_dirs
 from megaflow.core.errors import ConfigError, MegaFlowError
 
 
@@ -70,6 +71,11 @@ def train(
             raise ConfigError(
                 f"{config}: no train: section; `megaflow run` runs a config without one",
                 [("train", "missing")],
+            )
+        missing = missing_model_dirs(cfg, config.resolve().parent)
+        if missing:
+            raise ConfigError(
+                f"{config}: " + "; ".join(f"{field}: {why}" for field, why in missing), missing
             )
         update: dict[str, object] = {}
         if no_updates:

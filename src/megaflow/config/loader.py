@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from megaflow.config.models import RunConfig
+from megaflow.config.paths import model_paths_beside
 from megaflow.core.errors import ConfigError
 
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
@@ -188,4 +189,4 @@ def load_config(path: str | Path) -> RunConfig:
     if data is _TOO_DEEP:
         raise _too_deep(str(p), text)
     _check_shape(data, str(p), text)
-    return parse_config(data, str(p))
+    return model_paths_beside(parse_config(data, str(p)), p.resolve().parent)

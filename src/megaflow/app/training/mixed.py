@@ -25,6 +25,7 @@ from megaflow.app.assembly import source_roots
 from megaflow.app.training.rollouts import Batch, Rollouts
 from megaflow.app.training.sampler import SetSampler
 from megaflow.config.models import RunConfig, SwebenchTasksConfig
+from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError, InvalidInput
 from megaflow.core.tasks import TaskSpec, TaskType, Timeouts, group_id, sample_id
 from megaflow.datasets.harbor import load_rows
@@ -43,13 +44,6 @@ class SetTask:
     @property
     def key(self) -> str:
         return f"{self.set}.{self.id}"
-
-
-def _resolve(path: str, config_dir: Path | None) -> Path:
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists() or config_dir is None:
-        return p
-    return config_dir / p
 
 
 def _jsonl(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -90,7 +84,7 @@ def load_sets(cfg: RunConfig, config_dir: Path | None) -> dict[str, list[SetTask
     out: dict[str, list[SetTask]] = {}
     for n, s in enumerate(cfg.train.sets):
         where = f"train.sets[{n}].path"
-        path = _resolve(s.path, config_dir)
+        path = resolve_path(s.path, config_dir)
         try:
             rows = _rows(cfg, s, path, config_dir)
         except (OSError, InvalidInput, ValueError) as e:

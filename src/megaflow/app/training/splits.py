@@ -14,6 +14,7 @@ from pathlib import Path
 
 from megaflow.app.assembly import source_roots
 from megaflow.config.models import RunConfig, SwebenchTasksConfig
+from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
@@ -30,14 +31,6 @@ class Splits:
         return {i.instance_id: i for i in self.train}
 
 
-def _resolve(path: str, config_dir: Path | None) -> Path:
-    """As the run's ``tasks.path``: as given if it exists, else beside the config."""
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists() or config_dir is None:
-        return p
-    return config_dir / p
-
-
 def _load(
     cfg: RunConfig, split: SplitConfig, where: str, config_dir: Path | None
 ) -> list[SWEInstance]:
@@ -47,7 +40,7 @@ def _load(
             "megaflow train needs SWE-bench-style tasks (tasks.type: swebench)",
             [("tasks.type", "must be swebench for a training run")],
         )
-    path = _resolve(split.path or src.path, config_dir)
+    path = resolve_path(split.path or src.path, config_dir)
     instances = load_instances(
         path,
         source_roots=source_roots(src.source_roots, config_dir),
