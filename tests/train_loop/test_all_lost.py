@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from megaflow.app.training.loop import TrainLoop, has_signal
+from megaflow.app.training.guards import has_signal
+from megaflow.app.training.loop import TrainLoop
 from megaflow.app.training.rollouts import Batch
 from megaflow.config import parse_config
 from megaflow.core.errors import InfraError

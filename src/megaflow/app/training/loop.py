@@ -40,19 +40,20 @@ from megaflow.app.job import Job
 from megaflow.app.training.control import apply_control
 from megaflow.app.training.curve import TRAINER_FIGURES, Curve, StepPoint
 from megaflow.app.training.engines import launched_engines
+from megaflow.app.training.guards import check_signal, check_usable, has_signal
 from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
 from megaflow.app.training.mixed import MixedPlan, mixed_plan, with_set_grading
 from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.probe import check_tokenizer
 from megaflow.app.training.refill import refill_step
-from megaflow.app.training.rollouts import Batch, Rollouts, round_name
+from megaflow.app.training.rollouts import Rollouts, round_name
 from megaflow.app.training.splits import Splits, load_splits
 from megaflow.app.training.staleness import apply_staleness
 from megaflow.app.training.step_line import step_line
 from megaflow.app.training.weights import engines_of
 from megaflow.config.models import RunConfig
-from megaflow.core.errors import ConfigError, InfraError
+from megaflow.core.errors import ConfigError
 from megaflow.core.tasks import TaskType
 from megaflow.train.loop_config import TrainingConfig
 from megaflow.train.stats import StepStats
@@ -211,9 +212,9 @@ class TrainLoop:
                     runs[s] = await self._submit(rollouts, s)
             batch = await rollouts.collect(runs.pop(step))
             mixed = self.plan.observe(batch, step) if isinstance(self.plan, MixedPlan) else None
-            _check_usable(batch, step, self.run_id)
+            check_usable(batch, step, self.run_id)
             flat = 0 if has_signal(batch) else flat + 1
-            _check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
+            check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
             if tc.algorithm.dynamic_sampling:  # groups without signal are filtered: refill
                 batch = (
                     await refill_step(
@@ -275,42 +276,3 @@ class TrainLoop:
         )  # fmt: skip
         self.curve.evals.append(point)
         self.say(eval_line(point))
-
-
-def _check_usable(batch: Batch, step: int, run_id: str) -> None:
-    """A step whose every sample was lost has nothing to train on, and the next steps
-    would lose theirs the same way (a missing repository, a broken image): stop."""
-    total = sum(len(g) for g in batch.groups)
-    if total and batch.masked == total:
-        sid, why = next(iter(batch.problems.items()), ("", "no graded result"))
-        raise InfraError(
-            f"step {step}: all {total} samples were lost before grading, so there is "
-            f"nothing to train on; the first, {sid}: {why}. Fix the cause and continue "
-            f"with --resume {run_id}"
-        )
-
-
-def has_signal(batch: Batch) -> bool:
-    """Whether the step's grading told anything: some group's graded rewards
-    differ (GRPO learns only from those), or some sample earned reward (a
-    policy that solves every task has converged; its grader works)."""
-    for group in batch.groups:
-        rewards = {s.reward for s in group if not s.masked}
-        if len(rewards) > 1 or any(r > 0 for r in rewards):
-            return True
-    return False
-
-
-def _check_signal(batch: Batch, flat: int, step: int, limit: int | None, run_id: str) -> None:
-    """Steps without signal in a row: a grading environment that scores every
-    sample 0 (a broken image, a runner that never starts) would otherwise keep
-    the loop running on nothing."""
-    if limit is None or flat < limit:
-        return
-    rewards = sorted({round(r, 3) for r in batch.rewards})
-    raise InfraError(
-        f"steps {step - flat + 1}-{step}: every graded sample scored 0 (rewards seen in "
-        f"step {step}: {rewards or 'none'}), so there was nothing to learn from for "
-        f"{flat} steps in a row. Check the grading (megaflow logs, a task's grade.json) or "
-        f"raise train.max_steps_without_signal; continue with --resume {run_id}"
-    )
