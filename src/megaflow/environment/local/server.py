@@ -6,13 +6,17 @@ is one framed request over the sandbox's stdin/stdout pipe, so no bubblewrap
 process starts per command. It must stay standard-library only, start fast
 (few imports) and never import MegaFlow. It comes in three parts, run in
 one namespace in this order: ``server_jobs`` (the agent's identity,
-commands, kill-all), ``server_files`` (file operations as the agent) and
-this module (framing, the poll loop, requests and replies).
+commands, kill-all), ``server_spawner`` (the process that starts commands),
+``server_files`` (file operations as the agent) and this module (framing,
+the poll loop, requests and replies).
 
 Frame: ``>II`` (header length, body length), a header dict in ``marshal``
 format (version 4: plain types only, fast to load), then raw body bytes.
 Requests carry an ``id``; replies echo it. Commands run each in their own
 session (so a timeout kills the whole process group) with stdin on /dev/null.
+They are started by the spawner (``server_spawner``) with ``posix_spawn``;
+with ``fork`` as the server's fourth argument (or for a request too large
+for the spawner's socket), by a fork of this server as before.
 
 The server is uid 0 of the sandbox with only CAP_SETUID, CAP_SETGID and
 CAP_KILL. Every command and terminal runs as the agent (uid and gid 1000, no
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
         pty_child,
         remove_ipc,
     )
+    from megaflow.environment.local.server_spawner import SPAWN_WAIT_S, Spawner, SpawnerGone
 else:
     import _signal as signal
 
@@ -71,6 +76,10 @@ class Server:
         self.devnull = os.open("/dev/null", os.O_RDONLY)
         self.ptys: dict[int, int] = {}  # open terminal fd -> request id
         self.pty_pids: dict[int, int] = {}  # terminal process pid -> request id
+        self.spawner = Spawner(self.devnull) if sys.argv[4:5] != ["fork"] else None
+        self.spawner_fd = -1
+        self.killing = False  # in kill_all: commands the spawner took died by our kill
+        self.early: dict[int, int] = {}  # exits reported with the pid of an exec (fast commands)
 
     def send(self, head: Head, body: bytes = b"") -> None:
         raw = marshal.dumps(head, MARSHAL_VERSION)
@@ -103,6 +112,8 @@ class Server:
                     self.read_pipe(fd)
                 elif fd in self.ptys:
                     self.read_pty(fd)
+                elif fd == self.spawner_fd:
+                    self.read_spawner()
             self.reap()
             self.kill_late()
 
@@ -138,24 +149,125 @@ class Server:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            pid = os.fork()
-        except OSError:  # e.g. the pids limit is reached
-            for fd in (out_r, out_w, err_r, err_w):
+            started = self.start_command(head, out_w, err_w)
+        except BaseException:  # e.g. the pids limit is reached
+            for fd in (out_r, err_r):
                 os.close(fd)
             raise
-        if pid == 0:
-            exec_child(head, self.devnull, out_w, err_w)
-        os.close(out_w)
-        os.close(err_w)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        if isinstance(started, str):  # as a forked child that cannot exec says it
+            os.close(out_r)
+            os.close(err_r)
+            text = f"megaflow: cannot run {head['argv'][0]!r}: {started}\n".encode()
+            self.send({"id": head["id"], "exit_code": 127, "stdout_len": 0, "truncated": False,
+                       "timed_out": False, "duration_s": 0.0}, text)  # fmt: skip
+            return
+        pid, spawned = started
         timeout = head.get("timeout")
         deadline = time.monotonic() + timeout if timeout is not None else INF
         cap = min(head["cap"], (MAX_FRAME - HEAD_ROOM) // 2)  # both streams fit one frame
         job = Job(head["id"], pid, (out_r, err_r), cap, deadline)
+        job.spawned = spawned
         self.jobs[pid] = job
         for i, fd in enumerate(job.fds):
             os.set_blocking(fd, False)
             self.by_fd[fd] = (job, i)
             self.poll.register(fd, select.POLLIN)
+        if pid in self.early:  # it exited before we knew its pid
+            self.exited(pid, self.early.pop(pid))
+
+    def start_command(self, head: Head, out_w: int, err_w: int) -> tuple[int, bool] | str:
+        """Start the command: its pid and whether the spawner started it, or
+        why it cannot run. Only a request that never reached a live spawner is
+        sent again (to a new one); one that did may have started."""
+        sp = self.spawner
+        for attempt in (1, 2):
+            if sp is None:
+                break
+            if not sp.pid:
+                self.spawner_fd = sp.start()
+                self.poll.register(self.spawner_fd, select.POLLIN)
+            try:
+                sp.send(head["argv"], head["env"], head["cwd"], out_w, err_w)
+            except SpawnerGone as e:
+                self.spawner_gone(str(e))
+                if attempt == 2:
+                    raise OSError(errno.ECHILD, f"the command spawner {e}") from None
+                continue
+            except OSError as e:
+                if e.errno != errno.EMSGSIZE:
+                    raise
+                break  # larger than the socket takes: a fork of ours runs it
+            reply = self.spawner_reply()
+            return (reply, True) if isinstance(reply, int) else reply
+        pid = os.fork()
+        if pid == 0:
+            exec_child(head, self.devnull, out_w, err_w)
+        return pid, False
+
+    def spawner_reply(self) -> int | str:
+        """Wait for the spawner's answer to the request just sent, handling the
+        exits it reports meanwhile. A spawner that dies, stops or does not
+        answer in time is killed, and the exec fails."""
+        sp = self.spawner
+        assert sp is not None
+        assert sp.sock is not None
+        deadline = time.monotonic() + SPAWN_WAIT_S
+        answer: int | str | None = None
+        self.early.clear()
+        try:
+            while answer is None:
+                if not select.select([sp.sock], [], [], 0.1)[0]:
+                    if not sp.alive():
+                        raise SpawnerGone("is gone (killed or stopped)")
+                    if time.monotonic() > deadline:
+                        raise SpawnerGone(f"did not answer within {SPAWN_WAIT_S} s")
+                    continue
+                for msg in sp.messages():
+                    if msg[0] != "exit":
+                        answer = msg[1]
+                    elif msg[1] in self.jobs:
+                        self.exited(msg[1], msg[2])
+                    else:  # the new command's own exit, read with its pid
+                        self.early[msg[1]] = msg[2]
+        except SpawnerGone as e:
+            self.spawner_gone(str(e))
+            raise OSError(errno.ECHILD, f"the command spawner {e}") from None
+        return answer
+
+    def read_spawner(self) -> None:
+        assert self.spawner is not None
+        try:
+            for msg in self.spawner.messages():
+                if msg[0] == "exit":
+                    self.exited(msg[1], msg[2])
+        except SpawnerGone as e:
+            self.spawner_gone(str(e))
+
+    def exited(self, pid: int, code: int) -> None:
+        job = self.jobs.pop(pid, None)
+        if job is not None:
+            self.finish(job, code)
+
+    def spawner_gone(self, why: str) -> None:
+        """The spawner is dead or useless: kill it and what it started (their
+        exit status is lost with it), fail their execs, start anew next time.
+        Killed by kill_all, their commands died by that kill: exit 137."""
+        assert self.spawner is not None
+        if self.spawner_fd >= 0:
+            self.poll.unregister(self.spawner_fd)
+            self.spawner_fd = -1
+        self.spawner.stop()
+        for job in [j for j in self.jobs.values() if j.spawned]:
+            del self.jobs[job.pid]
+            try:
+                os.killpg(job.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            error = None if self.killing else f"the command spawner {why}"
+            self.finish(job, -signal.SIGKILL, error)
 
     def read_pipe(self, fd: int, budget: int = 1) -> None:
         job, i = self.by_fd[fd]
@@ -176,6 +288,9 @@ class Server:
         os.close(fd)
 
     def reap(self) -> None:
+        sp = self.spawner
+        if sp is not None and sp.pid and not sp.alive():  # exited (now reaped) or stopped
+            self.spawner_gone("was killed or stopped")
         while self.jobs or self.pty_pids:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -185,7 +300,7 @@ class Server:
                 return
             job = self.jobs.pop(pid, None)
             if job is not None:
-                self.finish(job, status)
+                self.finish(job, os.waitstatus_to_exitcode(status))
             rid = self.pty_pids.pop(pid, None)
             if rid is not None:
                 fd = self.pty_fd(rid)
@@ -196,13 +311,15 @@ class Server:
                 code = os.waitstatus_to_exitcode(status)
                 self.send({"id": rid, "exit_code": 128 - code if code < 0 else code})
 
-    def finish(self, job: Job, status: int) -> None:
+    def finish(self, job: Job, code: int, error: str | None = None) -> None:
         for fd in job.fds:  # what the command wrote before it exited is in the pipe
             if fd in self.by_fd:
                 self.read_pipe(fd, budget=64)
                 if fd in self.by_fd:
                     self.close_pipe(fd)
-        code = os.waitstatus_to_exitcode(status)
+        if error is not None:
+            self.send({"id": job.rid, "error": error, "errno": errno.ECHILD})
+            return
         head = {
             "id": job.rid,
             "exit_code": 128 - code if code < 0 else code,
@@ -290,14 +407,21 @@ class Server:
     def op_download(self, head: Head, body: bytes) -> None:
         self.send({"id": head["id"]}, pack(head["path"]))
 
+    def kill_all(self) -> None:
+        self.killing = True
+        try:
+            kill_all(self.reap)
+        finally:
+            self.killing = False
+
     def op_kill(self, head: Head, body: bytes) -> None:
-        kill_all(self.reap)
+        self.kill_all()
         self.send({"id": head["id"]})
 
     def op_reset(self, head: Head, body: bytes) -> None:
         """Kill every process, then remove what outlives processes in the
         sandbox's IPC namespace; the host restores the files afterwards."""
-        kill_all(self.reap)
+        self.kill_all()
         self.send({"id": head["id"], "ipc_removed": remove_ipc()})
 
 

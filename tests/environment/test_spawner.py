@@ -1,0 +1,97 @@
+"""The exec server's spawner (server_spawner.py): what a command can reach of
+it, and what happens when the agent (same uid) kills or stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from megaflow.core.errors import SandboxError
+from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.environment.local import LocalRuntime
+
+# Run inside: this command's fds (with their targets), and whether its parent
+# (the spawner) and grandparent (the exec server) let it list theirs.
+PROBE = r"""
+import json, os
+fds = {}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        fds[name] = os.readlink("/proc/self/fd/" + name)
+    except OSError:
+        pass  # the listing's own fd, closed by now
+spawner = os.getppid()
+with open(f"/proc/{spawner}/status") as f:
+    server = int(next(line.split()[1] for line in f if line.startswith("PPid:")))
+seen = {}
+for who, pid in (("spawner", spawner), ("server", server)):
+    try:
+        seen[who] = os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        seen[who] = "denied"
+print(json.dumps({"fds": fds, "seen": seen, "uid": os.getuid()}))
+"""
+
+
+async def test_a_command_holds_no_channel_and_cannot_list_the_spawners_or_servers(
+    local: LocalRuntime,
+) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        await sb.exec("true")  # the spawner has run one command already
+        out = await sb.exec(["python3", "-c", PROBE])
+        assert out.exit_code == 0, out
+        found = json.loads(out.stdout)
+        fds = found["fds"]
+        # stdin, stdout, stderr and nothing else: no socket (the spawner's
+        # channel), no host pipe, no second copy of its own output pipes
+        assert sorted(fds) == ["0", "1", "2"], fds
+        assert fds["0"] == "/dev/null"
+        assert fds["1"].startswith("pipe:"), fds
+        assert fds["2"].startswith("pipe:"), fds
+        assert found["seen"] == {"spawner": "denied", "server": "denied"}, found
+        assert found["uid"] == 1000
+
+
+async def test_killing_the_spawner_fails_its_execs_and_the_next_exec_runs_as_the_agent(
+    local: LocalRuntime,
+) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        first = (await sb.exec("echo $PPID")).stdout
+        slow = asyncio.ensure_future(sb.exec("sleep 60", timeout=120))
+        await asyncio.sleep(0.5)
+        t0 = time.monotonic()
+        with pytest.raises(SandboxError, match="spawner"):
+            await asyncio.wait_for(sb.exec("kill -9 $PPID; sleep 60", timeout=120), 30)
+        # the command that was running with it is killed, not left to hang
+        with pytest.raises(SandboxError, match="spawner"):
+            await asyncio.wait_for(slow, 30)
+        assert time.monotonic() - t0 < 30
+        after = await asyncio.wait_for(sb.exec("id -u; echo $PPID"), 30)
+        assert after.exit_code == 0, after
+        uid, spawner = after.stdout.split()
+        assert uid == "1000"  # a fresh spawner, as the agent again
+        assert spawner != first.strip()
+
+
+async def test_a_stopped_spawner_is_replaced(local: LocalRuntime) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        with pytest.raises(SandboxError, match="spawner"):
+            await asyncio.wait_for(sb.exec("kill -STOP $PPID; sleep 60", timeout=120), 30)
+        after = await asyncio.wait_for(sb.exec("echo ok; id -u"), 30)
+        assert after.stdout == "ok\n1000\n", after
+
+
+async def test_the_fork_mode_switch_starts_commands_from_the_server(
+    local: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEGAFLOW_EXEC_MODE=fork (for benchmarks) forks the server: the command's
+    parent is the server itself (oom_score_adj 0), not the spawner (1000)."""
+    probe = "cat /proc/$PPID/oom_score_adj"
+    async with await local.create(EnvironmentSpec()) as sb:
+        assert (await sb.exec(probe)).stdout == "1000\n"
+    monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "fork")
+    async with await local.create(EnvironmentSpec()) as sb:
+        assert (await sb.exec(probe)).stdout == "0\n"
