@@ -12,10 +12,18 @@ it, and its calls in flight are aborted as transport errors, so a hung server
 
 A replica that answers again is put back at the fleet's weights version
 only: one that missed updates while it was out would otherwise generate with
-old weights. If the fleet's last update was a checkpoint path
-(``Router.latest_weights``, kept by the model control), the replica loads it
-first, beside the probes; otherwise, or if the load fails, it stays out and
-says why.
+old weights. Before deciding, the monitor asks the engine which version it
+serves (:class:`ReportsVersion`; an engine restarted at the same address
+serves its base weights, v0, whatever the client last installed). If the
+fleet's last update was a checkpoint path (``Router.latest_weights``, kept
+by the model control), the replica loads it first, beside the probes. Else
+(a broadcast update, or a load that failed) it is marked ``catching_up``:
+it stays out, and the model control sends it the next update (re-forming
+the broadcast group with it) and puts it back once it serves that version.
+
+A replica in rotation whose engine reports an older version than the one
+it was given (it restarted between two probes) is taken out the same way,
+so no call is routed to it as if it served the fleet's weights.
 """
 
 from __future__ import annotations
@@ -24,12 +32,22 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from megaflow.model.abstract import Backend
 from megaflow.model.config import HealthCheckConfig
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ReportsVersion(Protocol):
+    """A backend that can ask its engine which weights version it serves now."""
+
+    async def served_version(self) -> int | None:
+        """The engine's own answer (None if it keeps none); a backend adopts an
+        answer older than what it installed (the engine restarted)."""
+        ...
 
 
 class Member(Protocol):
@@ -38,6 +56,8 @@ class Member(Protocol):
     backend: Backend
     healthy: bool
     problem: str | None
+    catching_up: bool
+    probe_failures: int
 
 
 M = TypeVar("M", bound=Member)
@@ -55,7 +75,10 @@ class Fleet(Protocol[M]):
 
     def take_out(self, member: M, reason: str) -> None: ...
 
-    def put_back(self, member: M) -> None: ...
+    def put_back(self, member: M, why: str = ...) -> None: ...
+
+    def fleet_version(self) -> int:
+        """The version a replica must serve to be in rotation."""
 
 
 class HealthMonitor(Generic[M]):
@@ -97,20 +120,30 @@ class HealthMonitor(Generic[M]):
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 await member.backend.probe()
+                given = member.backend.weights_version
+                served = await _served(member.backend)
         except Exception as exc:  # any failure to answer counts, whatever it was
             if isinstance(exc, TimeoutError):
                 why = f"no answer to a health probe within {self.config.timeout_s:g}s"
             else:
                 why = f"health probe failed: {exc}"
             self._failed(member, why)
-        else:
-            self._answered(member)
+            return
+        if member.healthy and served is not None and served < given:
+            self.fleet.take_out(
+                member,
+                f"serves weights v{served} though it was given v{given} (restarted); it "
+                "catches up before it serves again",
+            )
+        self._answered(member)
 
     async def settled(self) -> None:
         """Wait for the put-backs in progress (a replica loading the fleet's weights)."""
         await asyncio.gather(*list(self._catching.values()), return_exceptions=True)
 
     def _failed(self, member: M, why: str) -> None:
+        member.probe_failures += 1
+        member.catching_up = False  # gone again: an update must not wait for it
         n = self.failures[id(member)] = self.failures.get(id(member), 0) + 1
         if member.healthy and n >= self.config.failures:
             self.fleet.take_out(member, f"{why} ({n} in a row)")
@@ -125,21 +158,35 @@ class HealthMonitor(Generic[M]):
 
     async def _readmit(self, member: M) -> None:
         """Put ``member`` back at the fleet's version: load the latest checkpoint into
-        it first if it missed updates (the load runs beside the probes, not in them)."""
-        served = [m.backend.weights_version for m in self.fleet.replicas if m.healthy]
-        fleet = max(served, default=member.backend.weights_version)
+        it first if it missed updates (the load runs beside the probes, not in them);
+        with no checkpoint to load, leave it to the next update (``catching_up``)."""
+        backend = member.backend
+        fleet = self.fleet.fleet_version()
         latest = self.fleet.latest_weights
-        if member.backend.weights_version != fleet and latest is not None and latest[1] == fleet:
+        if backend.weights_version != fleet and latest is not None and latest[1] == fleet:
             try:
-                await member.backend.update_weights(latest[0], fleet)
-            except Exception as exc:  # it stays out, saying why; the next probe tries again
-                member.problem = f"answers again but did not load weights v{fleet}: {exc}"
+                await backend.update_weights(latest[0], fleet)
+            except Exception as exc:  # the next update or probe tries again
+                self._behind(member, fleet, f"did not load weights v{fleet}: {exc}")
                 return
-        if member.backend.weights_version != fleet:
-            member.problem = (
-                f"answers again but serves weights v{member.backend.weights_version} while "
-                f"the fleet serves v{fleet}, and no checkpoint of v{fleet} is known; register "
-                "it again to bring it back"
-            )
+        if backend.weights_version != fleet:
+            self._behind(member, fleet, f"no checkpoint of v{fleet} to load")
             return
-        self.fleet.put_back(member)
+        self.fleet.put_back(member, f"answers again at weights v{fleet}")
+
+    def _behind(self, member: M, fleet: int, why: str) -> None:
+        member.problem = (
+            f"answers again but serves weights v{member.backend.weights_version} while the "
+            f"fleet serves v{fleet}: {why}; the next weight update brings it back"
+        )
+        if not member.catching_up:
+            log.warning("model replica %s is out until it catches up: %s",
+                        member.backend.name, member.problem)  # fmt: skip
+        member.catching_up = True
+
+
+async def _served(backend: Backend) -> int | None:
+    """The version ``backend``'s engine says it serves, if it can tell."""
+    if isinstance(backend, ReportsVersion):
+        return await backend.served_version()
+    return None

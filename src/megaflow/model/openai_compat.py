@@ -288,6 +288,27 @@ class OpenAIBackend(Backend):
     async def close_weight_group(self) -> None:
         await remote_group.close(self._group_route())
 
+    async def served_version(self) -> int | None:
+        """The version MegaFlow's engine serves now (None for other servers); one below
+        what this client installed means the engine restarted, and is adopted."""
+        if self.weight_sync != "megaflow":
+            return None
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        async with httpx.AsyncClient(headers=headers, timeout=None) as http:  # as probe()
+
+            async def native(path: str, body: dict[str, Any] | None, method: str) -> Any:
+                try:
+                    response = await http.request(method, self.server_url + path, json=body)
+                except httpx.HTTPError as exc:
+                    raise TransportError(f"cannot reach {self.server_url}: {exc!r}") from exc
+                if response.status_code >= 400:
+                    raise ModelError(f"{self.server_url}{path} answered {response.status_code}")
+                return response.json()
+
+            served = await remote_group.served(native)
+        self.weights_version = min(self.weights_version, served)
+        return served
+
     async def weight_digests(self) -> dict[str, str]:
         """What MegaFlow's engine serves, tensor by tensor (every replica of it alike)."""
         return await remote_group.digests(self._group_route())

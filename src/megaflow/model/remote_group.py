@@ -3,7 +3,8 @@
 The trainer's ``openai`` client of ``megaflow serve model`` (``weight_sync:
 megaflow``) is a member of the trainer's weight-update group by proxy: each
 call here is one of the engine's weight routes (:mod:`megaflow.model.weight_routes`),
-and the engine's replicas are the ranks. ``native`` is the client's call of a
+and the engine's replicas are the ranks (``served`` is the version they serve,
+which the health checks compare with the one the trainer gave). ``native`` is the client's call of a
 native route (method, path, JSON body; the JSON answer), behind its token.
 """
 
@@ -47,6 +48,16 @@ async def digests(native: Native) -> dict[str, str]:
     if not found or any(d != found[0] for d in found):
         raise ModelError(f"the engine's replicas serve different weights or none: {answer!r}")
     return dict(found[0])
+
+
+async def served(native: Native) -> int:
+    """The weights version every replica of the engine serves (``GET /v1/weights``);
+    replicas that differ serve no one version, which is an error."""
+    answer = await native("/v1/weights", None, "GET")
+    found = {b.get("weights_version") for b in (answer or {}).get("backends", [])}
+    if len(found) != 1 or not isinstance(next(iter(found)), int):
+        raise ModelError(f"the engine's replicas serve no one weights version: {answer!r}")
+    return int(next(iter(found)))
 
 
 async def close(native: Native) -> None:

@@ -21,7 +21,10 @@ episode is ever recorded across two replicas. A trajectory without token ids
 
 With a health check configured (:mod:`megaflow.model.health`), a replica that
 stops answering probes is taken out of rotation and its calls in flight are
-aborted as transport errors; it is put back when it answers again.
+aborted as transport errors; it is put back when it answers again at the
+fleet's weights version (:attr:`Replica.catching_up` marks one that answers
+but is behind, waiting for the next update). :meth:`Router.health` is what
+the Prometheus collector of :mod:`megaflow.monitoring.model` reads.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from megaflow.core.errors import InvalidInput, MegaFlowTimeout, ReplicaLost, Tra
 from megaflow.model.abstract import UNASSIGNED, Backend, CallContext, ChatRequest, Completion
 from megaflow.model.config import HealthCheckConfig
 from megaflow.model.health import HealthMonitor
+from megaflow.monitoring.model import ReplicaHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,6 +89,13 @@ class Replica:
         self.healthy = True
         self.problem: str | None = None
         """Why the replica is out of rotation (None while it is in)."""
+        self.catching_up = False
+        """Out of rotation, answering, but at an older weights version: the next
+        update goes to it too, and puts it back once it serves that version."""
+        self.probe_failures = 0
+        """Health probes it failed, over its life (a Prometheus counter)."""
+        self.take_outs = 0
+        """Times it was taken out of rotation (a Prometheus counter)."""
         self._out = asyncio.Event()  # set while out of rotation: aborts calls in flight
 
     async def call(self, request: ChatRequest, ctx: CallContext) -> Completion:
@@ -140,6 +151,9 @@ class Router:
         self.latest_weights: tuple[str, int] | None = None
         """The checkpoint path and version of the last update the replicas in rotation
         took (set by the model control); a replica put back after it loads it first."""
+        self.latest_version = 0
+        """The version of the last update the fleet took, however it travelled (set by
+        the model control): no replica serving less is put back in rotation."""
         self.monitor = HealthMonitor(self, health) if health is not None else None
 
     @property
@@ -160,16 +174,44 @@ class Router:
 
     def take_out(self, replica: Replica, reason: str) -> None:
         """No new call picks ``replica``; its calls in flight end with a transport error."""
+        if replica.healthy:
+            replica.take_outs += 1
         replica.healthy = False
+        replica.catching_up = False
         replica.problem = reason
         replica._out.set()
         log.warning("model replica %s taken out of rotation: %s", replica.backend.name, reason)
 
-    def put_back(self, replica: Replica) -> None:
+    def put_back(self, replica: Replica, why: str = "answers again") -> None:
+        """``replica`` serves the fleet's version: calls may pick it again."""
         replica.healthy = True
+        replica.catching_up = False
         replica.problem = None
         replica._out = asyncio.Event()
-        log.warning("model replica %s is back in rotation", replica.backend.name)
+        log.warning(
+            "model replica %s is back in rotation at weights v%d (%s)",
+            replica.backend.name, replica.backend.weights_version, why,
+        )  # fmt: skip
+
+    def fleet_version(self) -> int:
+        """The version a replica must serve to be in rotation: the last update's, or
+        newer if a replica in rotation serves newer (an update under way)."""
+        served = (r.backend.weights_version for r in self.replicas if r.healthy)
+        return max([self.latest_version, *served])
+
+    def health(self) -> list[ReplicaHealth]:
+        """Each replica's rotation state, version and counters, for metrics."""
+        return [
+            ReplicaHealth(
+                replica=r.backend.name,
+                in_rotation=r.healthy,
+                catching_up=r.catching_up,
+                weights_version=r.backend.weights_version,
+                probe_failures=r.probe_failures,
+                take_outs=r.take_outs,
+            )
+            for r in self.replicas
+        ]
 
     def release(self, trajectory_id: str) -> None:
         """Tell every replica's backend to forget ``trajectory_id``."""

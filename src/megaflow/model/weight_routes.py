@@ -7,6 +7,9 @@ without a token never takes weights.
 - ``POST /v1/weights`` ``{"path", "version"}``: every replica loads the
   checkpoint at ``path`` (a directory or file the engine can read, or an
   ``s3://`` URI it downloads first) and serves it as ``version``.
+- ``GET /v1/weights``: every replica's status, with the version it serves (a
+  trainer's health checks read it: an engine restarted at the same address
+  serves v0 again, whatever it was given before).
 - ``GET /v1/weights/digest``: by replica, the SHA-256 of every tensor it
   serves (``tensor_digests``), so a trainer can check an update arrived bit
   for bit.
@@ -68,6 +71,14 @@ def add_weight_routes(
             update = await body(request, WeightsUpdate, 'weights update {"path", "version"}')
             statuses = await control.update_weights(update.path, update.version)
             return {"version": update.version, "backends": [st.model_dump() for st in statuses]}
+
+        return await guarded(request, act)
+
+    @app.get("/v1/weights")
+    async def served(request: Request) -> Any:
+        async def act() -> dict[str, Any]:
+            statuses = await control.list_backends()
+            return {"backends": [st.model_dump() for st in statuses if not st.draining]}
 
         return await guarded(request, act)
 

@@ -13,6 +13,9 @@ The ``broadcast`` sync needs more of an engine: :class:`GroupEngineControl`,
 membership of a ``torch.distributed`` group with the trainer (its wire types
 are in :mod:`megaflow.core.weight_group`, shared with the engines). MegaFlow's
 own engine, its ``openai`` client and the vLLM and SGLang adapters implement it.
+An engine that fronts replicas whose rotation changes (the model control of a
+fleet with health checks) also says who would join a group formed now
+(:class:`GroupMembership`), and the sync re-forms the group when that changes.
 """
 
 from __future__ import annotations
@@ -78,6 +81,18 @@ class GroupEngineControl(Protocol):
 
     async def close_weight_group(self) -> None:
         """Leave the group (at the end, or after a failed update)."""
+        ...
+
+
+@runtime_checkable
+class GroupMembership(Protocol):
+    """An engine of several replicas whose membership of a group can change: a
+    replica taken out of rotation leaves it, one catching up after a restart joins
+    it. A group's ranks are fixed when it forms, so the ``broadcast`` sync forms a
+    new one whenever ``weight_group_members`` changes."""
+
+    async def weight_group_members(self) -> list[str]:
+        """The names of the replicas that would join a group formed now."""
         ...
 
 

@@ -16,6 +16,15 @@ engine's answer, leaves the group everywhere, and raises an error naming each
 engine that did not take the update and the versions reported; an engine that
 did not take it serves its previous weights. The next push forms a new group.
 
+A group's ranks are fixed when it forms, so an update goes to the replicas in
+rotation by forming the group anew whenever an engine's membership changes
+(:class:`GroupMembership`: a replica the health checks took out leaves, one
+back and catching up joins and receives the current update with the rest).
+If a push fails because a member could not be reached, the engine takes that
+replica out of rotation; the push then forms a group of the others and sends
+the update once more, so one dead replica does not fail the step. With gloo
+and NCCL alike this is the only sound way: neither lets a rank leave a group.
+
 The sync's rank 0 never touches the default process group, so the trainer's
 own ``torch.distributed`` group (FSDP, DDP) is unaffected. With ``backend:
 nccl`` the tensors are sent from the GPU (the engines' workers must be on
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -45,12 +55,14 @@ from megaflow.train.weight_sync.abstract import (
     Engines,
     EngineStatus,
     GroupEngineControl,
+    GroupMembership,
     SyncResult,
     WeightSync,
     read_answers,
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class BroadcastWeightSync(WeightSync):
@@ -82,9 +94,47 @@ class BroadcastWeightSync(WeightSync):
         self.group_name = group_name
         self._member: Member | None = None
         self._formed = itertools.count(1)
+        self._members: dict[str, list[str]] = {}
+        """Each engine's replicas in the group formed last."""
 
     async def push(self, weights: Mapping[str, Any], version: int) -> SyncResult:
+        """Send ``version`` to the engines' replicas in rotation (and those catching
+        up); once more, to a group without them, if some could not be reached."""
         t0 = time.perf_counter()
+        try:
+            return await self._push(weights, version, t0)
+        except ModelError as exc:
+            now = await self._membership()
+            if now is None or now == self._members:
+                raise
+            log.warning(
+                "broadcast weights v%d: the group changed (%s); sending again to %s",
+                version, exc, now,
+            )  # fmt: skip
+            return await self._push(weights, version, t0)
+
+    async def _membership(self) -> dict[str, list[str]] | None:
+        """Each engine's replicas that would join now; None if an engine cannot say
+        (then the group changes only after a failure)."""
+        found: dict[str, list[str]] = {}
+        for n, c in self.engines.items():
+            if not isinstance(c, GroupMembership):
+                return None
+            try:
+                found[n] = await c.weight_group_members()
+            except ModelError:
+                found[n] = []  # none left: forming the group says so
+        return found
+
+    async def _push(self, weights: Mapping[str, Any], version: int, t0: float) -> SyncResult:
+        if self._member is not None:
+            now = await self._membership()
+            if now is not None and now != self._members:
+                log.warning(
+                    "broadcast weights v%d: re-forming the weight group, members %s -> %s",
+                    version, self._members, now,
+                )  # fmt: skip
+                await self.close()
         if self._member is None:
             await self._form()
         member = self._member
@@ -135,6 +185,7 @@ class BroadcastWeightSync(WeightSync):
 
     async def _form(self) -> None:
         """A new group: the trainer at rank 0, each engine's ranks after it."""
+        self._members = await self._membership() or {}
         ranks = {n: await self._bounded(n, c.weight_group_ranks()) for n, c in self.engines.items()}
         world = 1 + sum(ranks.values())
         store = await asyncio.to_thread(
