@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
-from megaflow.environment.local import LocalRuntime, cgroups, launcher
+from megaflow.environment.local import LocalRuntime, cgroups, launcher, sweep
 from megaflow.environment.local.records import process_key
 
 
@@ -30,7 +30,7 @@ async def test_every_process_of_a_sandbox_is_in_its_cgroups_with_its_marker(
     try:
         assert sb.cgroup is not None
         assert sb.proc is not None
-        marker = f"{launcher.MARKER}={local.process}/{sb.id}".encode()
+        marker = f"{launcher.MARKER}={sweep.marker(local.process, sb.id)}".encode()
         members = sb.cgroup.pids_in()
         # bubblewrap, the sandbox's init and the exec server, in every group
         assert sb.proc.pid in members, members

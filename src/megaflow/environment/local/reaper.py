@@ -6,7 +6,9 @@ the reaper kills the bubblewrap process and everything in its cgroups,
 unmounts anything mounted below its directory, removes its cgroups and its
 directory. cgroups of dead MegaFlow processes are removed even when their
 directory is already gone, and so are their staging mounts below
-``/run/megaflow``. A directory still being made (``.new-<maker>-<id>``) is
+``/run/megaflow``; then any process still carrying a dead maker's marker
+(none, with cgroups; under ``cgroups: off`` one a start left) is killed
+(:mod:`.sweep`). A directory still being made (``.new-<maker>-<id>``) is
 removed once its maker is gone, one being removed (``.gone-<id>``) always.
 """
 
@@ -26,6 +28,7 @@ from megaflow.environment.local.records import (
     remove_sandbox_dir,
     sandbox_dir_state,
 )
+from megaflow.environment.local.sweep import sweep
 from megaflow.environment.local.userns import reap_stages
 
 # A directory with an id's name but no record was not made by make_sandbox_dir
@@ -87,6 +90,7 @@ class Reaper:
                 self._remove_dir(entry)
                 count += 1
         self._reap_cgroups()
+        sweep(lambda key: key == self.process or key_alive(key))
         return count
 
     def kill(self, record: SandboxRecord) -> None:

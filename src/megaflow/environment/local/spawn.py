@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 
 from megaflow.core.errors import MegaFlowError, SandboxStartError
-from megaflow.environment.local import launcher, userns
+from megaflow.environment.local import launcher, sweep, userns
 from megaflow.environment.local.channel import Channel
 from megaflow.environment.local.process import Bwrap
 from megaflow.environment.local.records import SandboxRecord, start_time
@@ -106,7 +106,7 @@ async def start(
         os.lseek(memfd, 0, os.SEEK_SET)
         plan.fds["seccomp"] = memfd
         passed.append(memfd)
-    plan.marker = f"{record.process}/{sb.id}"
+    plan.marker = sweep.marker(record.process, sb.id)
     argv = launcher.bwrap_argv(how.bwrap, plan)
     argv = [*how.as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
     argv = launcher.in_cgroups([] if sb.cgroup is None else sb.cgroup.procs_files(), argv)
