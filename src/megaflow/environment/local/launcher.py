@@ -34,7 +34,7 @@ HOST_ALLOW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # and to kill them; agent commands drop all of them with their setuid.
 KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 # The exec server's parts, run in this order in one namespace (server.py's docstring).
-SERVER_PARTS = ("server_jobs.py", "server_files.py", "server.py")
+SERVER_PARTS = ("server_jobs.py", "server_spawner.py", "server_files.py", "server.py")
 # Boot loader given to python -c: read the server from stdin (a tuple of compiled
 # parts when the sandbox's python has the same bytecode as ours, else their
 # sources joined by NUL bytes) and run the parts in turn.
@@ -156,7 +156,10 @@ def server_command(payload: ServerPayload, host_root: bool, max_frame: int) -> S
             "package (apt-get install python3)"
         )
     kind = "c" if payload.compiled else "s"
-    tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), kind, str(max_frame)]
+    # MEGAFLOW_EXEC_MODE=fork: commands forked by the server, not posix_spawn'ed by
+    # its spawner (server_spawner.py); for comparing the two in benchmarks.
+    mode = "fork" if os.environ.get("MEGAFLOW_EXEC_MODE") == "fork" else "spawn"
+    tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), kind, str(max_frame), mode]
     if host_root:
         return ServerCommand([str(HOST_PYTHON), *tail])
     python = HOST_PYTHON.resolve()
