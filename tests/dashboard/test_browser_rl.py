@@ -181,6 +181,8 @@ def test_training_page_charts_overlay_config_and_links(site: dict[str, Any]) -> 
     assert page.locator("#f-q").input_value() == ".s00002."
     page.goto(f"{site['base']}/run?id={RUN}")
     page.wait_for_selector("#training-link a")
+    # the seeded config is no full run config: each type's total is what is queued, and says so
+    assert "train 4/4 submitted" in page.locator("#type-progress").inner_text()
     page.locator("#training-link a").click()
     page.wait_for_selector("#run-link")
     assert page.url.endswith(f"/training?id={RUN}")

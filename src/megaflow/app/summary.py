@@ -137,7 +137,7 @@ async def planned_samples(store: MetadataStore, run_id: str) -> dict[str, int]:
         return {}
     if cfg.train is None:
         return {}
-    return {TaskType.TRAIN.value: cfg.train.steps * cfg.train.prompts_per_step * cfg.samples}
+    return {TaskType.TRAIN.value: cfg.train.train_samples(cfg.samples)}
 
 
 def _outcome(rec: TaskRecord, res: TaskResult | None, attempts: list[Attempt]) -> SampleOutcome:

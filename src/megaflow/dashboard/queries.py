@@ -27,6 +27,7 @@ from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.core.outcomes import is_error, outcome
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
+from megaflow.dashboard.progress import progress_by_type
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 from megaflow.storage.lease import dead_here
 
@@ -94,12 +95,14 @@ def _summary(
     for rec in records:
         by_type.setdefault(_task_type(rec), []).append(rec)
     outcomes = Counter(outcome(r.state, results.get(r.id)) for r in records)
+    progress = progress_by_type(run, dict(sorted(by_type.items())))  # totals planned if known
     return {
         "id": run.id,
         "name": run.name,
         "created_at": run.created_at,
         "states": dict(counts),
-        "total": len(records),
+        "total": sum(p["total"] for p in progress.values()),
+        "progress": progress,
         "done": done,
         "cancelled": cancelled,
         **_figures(records, results),

@@ -157,3 +157,16 @@ class TrainingConfig(TrainerConfig):
         if self.mode == "sync":
             return 0
         return self.lookahead if self.lookahead is not None else max(1, self.max_staleness)
+
+    def train_samples(self, samples: int) -> int:
+        """Train samples a run plans: ``steps x prompts_per_step x samples`` (dynamic
+        sampling's refills come on top)."""
+        return self.steps * self.prompts_per_step * samples
+
+    def heldout_rounds(self) -> int:
+        """Held-out rounds a run from step 1 takes: one before training when
+        ``eval_before``, one every ``eval_every`` steps, and one after the last step."""
+        every = self.eval_every
+        periodic = self.steps // every if every else 0
+        last_extra = 0 if every and self.steps % every == 0 else 1
+        return int(self.eval_before) + periodic + last_extra

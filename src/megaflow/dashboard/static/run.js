@@ -25,6 +25,8 @@ const RUN = {
     const box = document.getElementById("summary");
     box.replaceChildren(MF.progress(s.done, s.total, s.cancelled),
       ` ${MF.graded(s)}, ${MF.num(s.throughput)} tasks/s (cancelled ones not counted), errors: ${MF.errors(s.outcomes)}`);
+    const parts = Object.entries(s.progress).map(([t, p]) => `${t} ${p.done}/${p.total} ${p.basis}` + (p.note ? ` (${p.note})` : ""));
+    if (parts.length) box.append(MF.el("p", { id: "type-progress", text: "Done by type: " + parts.join(" · ") + ". A planned total is known from the run's config; a submitted one counts the tasks queued so far." }));
     if (s.driver === "gone") box.prepend(MF.el("p", { class: "notice", id: "driver-gone", text: "Driver gone: the process that drove this run ended with tasks unfinished; they will not move until `megaflow run --resume`." }));
     const types = Object.entries(s.by_type).map(([t, f]) => [t, f.tasks, f.graded, MF.pct(f.resolved_share), MF.num(f.reward_mean), MF.num(f.reward_std)]);
     const tt = MF.table(["type", "tasks", "graded", "resolved share", "reward mean", "reward std"], types); tt.id = "types-table";
