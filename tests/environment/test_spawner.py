@@ -78,8 +78,10 @@ async def test_killing_the_spawner_fails_its_execs_and_the_next_exec_runs_as_the
 
 async def test_a_stopped_spawner_is_replaced(local: LocalRuntime) -> None:
     async with await local.create(EnvironmentSpec()) as sb:
+        # stopped after it has reported the command's pid: only the stop itself
+        # tells the server that the exit will never be reported
         with pytest.raises(SandboxError, match="spawner"):
-            await asyncio.wait_for(sb.exec("kill -STOP $PPID; sleep 60", timeout=120), 30)
+            await asyncio.wait_for(sb.exec("sleep 1; kill -STOP $PPID; sleep 60", timeout=120), 30)
         after = await asyncio.wait_for(sb.exec("echo ok; id -u"), 30)
         assert after.stdout == "ok\n1000\n", after
 
