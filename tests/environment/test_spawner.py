@@ -97,3 +97,15 @@ async def test_the_fork_mode_switch_starts_commands_from_the_server(
     monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "fork")
     async with await local.create(EnvironmentSpec()) as sb:
         assert (await sb.exec(probe)).stdout == "0\n"
+
+
+async def test_a_request_too_large_for_the_spawners_socket_is_forked(local: LocalRuntime) -> None:
+    """About 200 KiB of argv and env do not fit one message on the socket: such
+    an exec is forked by the server instead, still as the agent."""
+    probe = "id -u; cat /proc/$PPID/oom_score_adj; echo ${#V0}"
+    async with await local.create(EnvironmentSpec()) as sb:
+        small = await sb.exec(probe, env={"V0": "x" * 10_000})
+        assert small.stdout.split() == ["1000", "1000", "10000"], small  # the spawner's child
+        env = {f"V{i}": "x" * 10_000 for i in range(40)}  # 400 KB
+        large = await sb.exec(probe, env=env)
+        assert large.stdout.split() == ["1000", "0", "10000"], large  # the server's child
