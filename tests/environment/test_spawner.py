@@ -109,3 +109,20 @@ async def test_a_request_too_large_for_the_spawners_socket_is_forked(local: Loca
         env = {f"V{i}": "x" * 10_000 for i in range(40)}  # 400 KB
         large = await sb.exec(probe, env=env)
         assert large.stdout.split() == ["1000", "0", "10000"], large  # the server's child
+
+
+async def test_limits_the_agent_sets_on_the_spawner_never_reach_a_later_command(
+    local: LocalRuntime,
+) -> None:
+    """The spawner has the agent's uid, so the agent may prlimit it, and a
+    command inherits its limits: the spawner checks its own before and after
+    each start and quits when they changed (that exec fails), and the next
+    spawner starts with the sandbox's limits."""
+    async with await local.create(EnvironmentSpec()) as sb:
+        normal = (await sb.exec("ulimit -n; ulimit -f")).stdout.split()
+        lowered = await sb.exec("prlimit --pid $PPID --nofile=16:16 --fsize=0:0; echo $?")
+        assert lowered.stdout == "0\n", lowered  # the agent may do it
+        with pytest.raises(SandboxError, match="spawner"):
+            await sb.exec("ulimit -n; ulimit -f")  # the spawner saw it and quit
+        after = await sb.exec("ulimit -n; ulimit -f")
+        assert after.stdout.split() == normal, (normal, after)

@@ -27,6 +27,12 @@ Guarantees kept, and how:
   kill its process group.
 - *Timeouts and kills* stay the server's: it kills a command's process group
   itself (``CAP_KILL``), and the host kills by cgroup.
+- *The agent may lower the spawner's limits* (``prlimit``, same uid), which
+  every later command would inherit. The spawner compares its limits with
+  those it started with before and after each start; changed, it kills that
+  command and quits, so the exec fails and the next spawner starts afresh.
+  (The agent can prlimit a running command directly in any case: the window
+  it would have to hit here is one ``posix_spawn``.)
 - *The agent may kill or stop the spawner* (same uid). The server notices
   (its socket closes, ``SIGCHLD``), kills what the spawner had started, fails
   those execs with an error and starts a new spawner at the next exec.
@@ -60,6 +66,7 @@ DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT
 FDS = struct.Struct("ii")
 SPAWN_WAIT_S = 10.0  # a spawner that answers no request within this is killed
 _PR_SET_DUMPABLE = 4
+TAMPERED = 3  # the spawner's exit code when its limits were changed
 
 
 def _close_inherited(keep: set[int]) -> None:
@@ -127,6 +134,14 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
     poll.register(sock.fileno(), select.POLLIN)
     poll.register(wake_r, select.POLLIN)
     space = _socket.CMSG_SPACE(FDS.size)
+    import resource  # here, not at the top: every sandbox start would pay for it
+
+    ids = sorted({getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")})
+
+    def _limits() -> list[tuple[int, int]]:
+        return [resource.getrlimit(r) for r in ids]
+
+    limits = _limits()
     while True:
         for fd, _ in poll.poll():
             if fd == wake_r:
@@ -138,6 +153,8 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
                 return 0  # the server is gone
             fds = [f for lvl, typ, data in anc if typ == _socket.SCM_RIGHTS
                    for f in FDS.unpack(data[: FDS.size])]  # fmt: skip
+            if _limits() != limits:
+                return TAMPERED
             try:
                 argv, env, cwd = marshal.loads(msg)
                 os.chdir(cwd)
@@ -154,6 +171,10 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
             finally:
                 for f in fds:
                     os.close(f)
+            if _limits() != limits:  # changed while it started: it may have them
+                if reply[0] == "pid":
+                    os.kill(pid, signal.SIGKILL)
+                return TAMPERED
             sock.send(marshal.dumps(reply, 4))
 
 
