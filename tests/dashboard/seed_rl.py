@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, ErrorKind, RunSpec, TaskResult, TaskSpec, TaskType
+from megaflow.core.tasks import (
+    Attempt,
+    ErrorKind,
+    RunSpec,
+    TaskResult,
+    TaskSpec,
+    TaskType,
+    artifact_prefix,
+)
 from megaflow.core.trajectory import Action, ModelCall, Observation, Trajectory
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 
@@ -28,6 +36,9 @@ PATCH = "--- a/settings.py\n+++ b/settings.py\n@@ -1 +1 @@\n-DEBUG = True,\n+DEB
 WORDS = ["<s>", "fix", "the", "settings", "write_file", "DEBUG", "=", "True", "done", "\n"]
 EVAL_TASKS = 120
 CANCELLED = "all-cancelled"
+RETRIED = "retried"
+RETRIED_TASK = f"{RETRIED}/t/0"
+LOST = "sandbox sb-1 lost (its runtime stopped answering)"
 DEAD = "driver-died"
 PATH = [TaskState.SCHEDULED, TaskState.STARTING, TaskState.RUNNING, TaskState.GRADING]
 
@@ -122,6 +133,29 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
     await meta.add_tasks(gone)
     for spec in gone:
         await meta.transition(spec.id, TaskState.CANCELLED)
+    await seed_retried(meta, art)
+
+
+async def seed_retried(meta: MetadataStore, art: ArtifactStore) -> None:
+    """Run ``retried``: one task whose first attempt lost its sandbox (an infrastructure
+    error, retried; its trajectory kept as the attempt pipeline keeps evidence) and
+    whose second attempt resolved it. Each trajectory under its attempt's own prefix."""
+    await meta.create_run(RunSpec(id=RETRIED, name="retried"))
+    spec = TaskSpec(id=RETRIED_TASK, run_id=RETRIED, max_attempts=2)
+    await meta.add_tasks([spec])
+    for n, said in ((1, "first try, cut off"), (2, "second try, submitted")):
+        traj = Trajectory(id=f"{spec.id}/a{n}", task_id=spec.id, run_id=RETRIED, attempt=n)
+        traj.add(Observation(content=said, exit_code=0))
+        key = f"{artifact_prefix(spec, n)}/trajectory.json"
+        await art.put(key, json.dumps(traj.model_dump(mode="json")).encode())
+        failed = n == 1
+        await meta.put_attempt(Attempt(
+            task_id=spec.id, number=n, instance="local", sandbox=f"sb-{n}", ended_at=2.0 + n,
+            error_kind=ErrorKind.INFRA if failed else None, error=LOST if failed else None,
+        ))  # fmt: skip
+    await _finish(meta, spec, TaskResult(
+        task_id=spec.id, success=True, reward=1.0, artifacts={"trajectory": key},
+    ))  # fmt: skip
 
 
 def step(n: int, reward: float, **extra: Any) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from tests.dashboard.seed_rl import (
     EVAL_TASKS,
     GROUP,
     INSTANCE,
+    LOST,
+    RETRIED_TASK,
     RUN,
     seed_curves,
     seed_rl,
@@ -141,3 +143,19 @@ def test_two_runs_per_instance(client: TestClient) -> None:
     assert both["delta"] == pytest.approx(-0.25)
     assert rows[("ab12.e00000.heldout-000", "eval")]["b"] is None  # sampled by one run only
     assert client.get(f"/api/compare?a={RUN}&b=nope", headers=H).status_code == 404
+
+
+def test_each_attempts_trajectory_is_reachable(client: TestClient) -> None:
+    t = client.get(f"/api/task?id={RETRIED_TASK}", headers=H).json()
+    assert [(a["number"], a["has_trajectory"]) for a in t["attempts"]] == [(1, True), (2, True)]
+    last = client.get(f"/api/trajectory?id={RETRIED_TASK}", headers=H).json()
+    assert last["attempt"] == {"number": 2, "of": 2, "final": True}
+    assert (last["outcome"], last["reward"]) == ("resolved", 1.0)
+    first = client.get(f"/api/trajectory?id={RETRIED_TASK}&attempt=1", headers=H).json()
+    assert first["attempt"] == {"number": 1, "of": 2, "final": False}
+    assert (first["outcome"], first["error"], first["reward"]) == ("retried", LOST, None)
+    assert first["trajectory"]["steps"][0]["content"] == "first try, cut off"
+    assert [a["this"] for a in first["attempts"]] == [True, False]
+    none = client.get(f"/api/trajectory?id={RETRIED_TASK}&attempt=3", headers=H)
+    assert none.status_code == 404
+    assert "attempt 3" in none.text

@@ -26,7 +26,9 @@ from tests.dashboard.seed_rl import (
     CANCELLED,
     DEAD,
     GROUP,
+    LOST,
     PATCH,
+    RETRIED_TASK,
     RUN,
     seed_curves,
     seed_rl,
@@ -136,6 +138,28 @@ def test_trajectory_page_reads_like_an_inspector(site: dict[str, Any]) -> None:
     page.locator("#prev").click()
     page.wait_for_selector("#outcome")
     assert unquote(page.url).endswith(f"{GROUP}/0")
+
+
+def test_each_attempts_trajectory_from_the_task_page(site: dict[str, Any]) -> None:
+    """A task retried after an infrastructure error: both attempts' trajectories are linked
+    from its attempts table, and the trajectory page says which attempt it shows."""
+    page = site["page"]
+    page.goto(f"{site['base']}/task?id={RETRIED_TASK}")
+    page.wait_for_selector("#attempts-table")
+    links = page.locator("#attempts-table a", has_text="trajectory")
+    assert links.count() == 2
+    links.first.click()
+    page.wait_for_selector("#attempt")
+    assert page.locator("#attempt").inner_text() == "attempt 1 of 2 (retried)"
+    assert page.locator("#outcome").inner_text() == "retried"
+    assert page.locator("#banner-error").inner_text() == LOST
+    assert "first try, cut off" in page.locator("#steps").inner_text()
+    shoot(page, "trajectory-earlier-attempt")
+    page.locator("#other-attempts a").click()  # to the result's attempt
+    page.wait_for_function("() => location.search.includes('attempt=2')")
+    page.wait_for_selector("#attempt")
+    assert page.locator("#attempt").inner_text() == "attempt 2 of 2 (the result's)"
+    assert page.locator("#outcome").inner_text() == "resolved"
 
 
 def test_live_run_trajectory_shows_the_patch_as_a_diff(site: dict[str, Any]) -> None:

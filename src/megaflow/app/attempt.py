@@ -44,7 +44,14 @@ from megaflow.app.calibrations import Calibrations
 from megaflow.app.disk_floor import DiskFloor, disk_error
 from megaflow.core.errors import AgentError, SandboxError, StoreUnavailable, TransportError
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import ErrorKind, Outcome, TaskResult, TaskSpec, classify
+from megaflow.core.tasks import (
+    ErrorKind,
+    Outcome,
+    TaskResult,
+    TaskSpec,
+    artifact_prefix,
+    classify,
+)
 from megaflow.core.trajectory import Trajectory
 from megaflow.datasets.prepare import environment_spec
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
@@ -54,10 +61,6 @@ from megaflow.grading.reward import reward_of
 from megaflow.monitoring.run import JobMetrics
 from megaflow.scheduler.abstract import TaskContext, TaskExecutor
 from megaflow.storage.abstract import ArtifactStore
-
-
-def artifact_prefix(task: TaskSpec, attempt: int) -> str:
-    return f"runs/{task.run_id}/tasks/{task.id.replace(':', '_')}/attempt-{attempt}"
 
 
 def sandbox_spec(

@@ -171,6 +171,12 @@ def group_id(task: TaskSpec) -> str:
     return task.id
 
 
+def artifact_prefix(task: TaskSpec, attempt: int) -> str:
+    """Where attempt ``attempt`` of ``task`` keeps its artifacts (trajectory, patch, grade)
+    in the artifact store: every attempt its own, so a retried task keeps each try's."""
+    return f"runs/{task.run_id}/tasks/{task.id.replace(':', '_')}/attempt-{attempt}"
+
+
 class RunSpec(Model):
     """A run: a named batch of tasks sharing one config."""
 

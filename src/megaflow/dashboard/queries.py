@@ -27,6 +27,7 @@ from megaflow.core.errors import InvalidInput, NotFound
 from megaflow.core.outcomes import is_error, outcome
 from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
+from megaflow.dashboard.attempts import attempt_trajectories
 from megaflow.dashboard.progress import progress_by_type
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 from megaflow.storage.lease import dead_here
@@ -272,6 +273,9 @@ async def task_detail(
     if attempts and res is not None and res.error and not attempts[-1]["error"]:
         # the agent's own failure ends the attempt as a success; its message is the result's
         attempts[-1].update(error=res.error, error_kind=_error_kind(rec, res), error_from="result")
+    kept = await attempt_trajectories(artifacts, rec.spec, [a["number"] for a in attempts])
+    for a in attempts:  # each attempt's own trajectory, a retried one's too
+        a["has_trajectory"] = a["number"] in kept
     return {
         "id": rec.id,
         "run": rec.spec.run_id,

@@ -153,8 +153,8 @@ def create_app(
         return await _found(lambda: queries.task_detail(meta, artifacts, id))
 
     @app.get("/api/trajectory")
-    async def trajectory(id: str) -> Any:
-        return await _found(lambda: trajectories.trajectory_view(meta, artifacts, id))
+    async def trajectory(id: str, attempt: int | None = None) -> Any:
+        return await _found(lambda: trajectories.trajectory_view(meta, artifacts, id, attempt))
 
     @app.get("/api/sandboxes")
     async def sandboxes() -> Any:

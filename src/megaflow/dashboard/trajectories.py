@@ -25,6 +25,7 @@ from megaflow.core.states import TaskState
 from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult, group_id
 from megaflow.core.trajectory import Trajectory
 from megaflow.dashboard.advantages import run_estimator, step_advantages, step_of
+from megaflow.dashboard.attempts import attempt_rows, attempt_trajectories
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
 from megaflow.train.samples import TokenDrift, sample_from_trajectory
 
@@ -136,34 +137,54 @@ async def _group_and_neighbours(
 
 
 async def trajectory_view(
-    meta: MetadataStore, artifacts: ArtifactStore, task_id: str
+    meta: MetadataStore, artifacts: ArtifactStore, task_id: str, attempt: int | None = None
 ) -> dict[str, Any]:
-    """A task's stored trajectory, step by step, with its outcome, group and neighbours; a
-    ``train`` sample also gets its tokens, decoded when the run names a tokenizer."""
+    """A task's stored trajectory (the result's, else attempt ``attempt``'s), step by step,
+    with its outcome, attempts, group and neighbours; the result's ``train`` sample also
+    gets its tokens, decoded when the run names a tokenizer."""
     rec = await meta.get_task(task_id)
-    res = await meta.get_result(task_id)
-    key = res.artifacts.get("trajectory")
+    try:
+        res: TaskResult | None = await meta.get_result(task_id)
+    except NotFound:
+        res = None  # still running, or lost: an earlier attempt's trajectory may be kept
+    tries = await meta.list_attempts(task_id)
+    keys = await attempt_trajectories(artifacts, rec.spec, [a.number for a in tries])
+    final = res.artifacts.get("trajectory") if res is not None else None
+    key = final if attempt is None else keys.get(attempt)
     try:
         raw = (await artifacts.get(key)).decode("utf-8", errors="replace") if key else None
     except NotFound:
         raw = None
     if raw is None:
-        raise NotFound(f"task {task_id} has no stored trajectory")
+        which = "" if attempt is None else f" of attempt {attempt}"
+        raise NotFound(f"task {task_id} has no stored trajectory{which}")
     traj = Trajectory.model_validate(json.loads(raw))
     run = await meta.get_run(rec.spec.run_id)
     kind = str(traj.meta.get("task_type", rec.spec.type.value if rec.spec.type else "eval"))
     group, near = await _group_and_neighbours(meta, rec, kind)
+    rows = attempt_rows(tries, keys, res, key)
+    if key == final and res is not None:  # the result's attempt: the task's outcome
+        said = outcome(rec.state, res)
+        shown = {
+            "outcome": said,
+            "errored": is_error(said),
+            "reward": _reward(rec, res),
+            "error": res.error or rec.error,
+            "sample": _sample_view(run, traj, res.reward, kind) if kind == "train" else None,
+        }
+    else:  # an earlier attempt, retried: its own error; its tokens trained nothing
+        mine = next((r for r in rows if r["this"]), {})
+        shown = {"outcome": "retried", "errored": True, "reward": None,
+                 "error": mine.get("error"), "sample": None}  # fmt: skip
     return {
         "task": task_id,
         "run": rec.spec.run_id,
         "group": group_id(rec.spec),
         "type": kind,
-        "outcome": outcome(rec.state, res),
-        "errored": is_error(outcome(rec.state, res)),
-        "reward": _reward(rec, res),
-        "error": res.error or rec.error,
+        **shown,
+        "attempt": {"number": traj.attempt, "of": len(tries), "final": key == final},
+        "attempts": rows,
         "trajectory": traj.model_dump(mode="json"),
-        "sample": _sample_view(run, traj, res.reward, kind) if kind == "train" else None,
         "group_rewards": group,
         **near,
     }

@@ -134,13 +134,20 @@ const TJ = {
     const t = v.trajectory, good = v.outcome === "resolved";
     const b = document.getElementById("banner");
     b.className = "banner " + (good ? "ok" : v.errored ? "bad" : "warn");
-    b.append(MF.el("strong", { id: "outcome", text: v.outcome }), ` · reward ${MF.num(v.reward)} · ${v.type} · attempt ${t.attempt} · ${t.steps.length} steps` +
+    const at = v.attempt, which = at.of > 1 ? `attempt ${at.number} of ${at.of}` + (at.final ? " (the result's)" : " (retried)") : `attempt ${at.number}`;
+    b.append(MF.el("strong", { id: "outcome", text: v.outcome }), ` · reward ${MF.num(v.reward)} · ${v.type} · `, MF.el("span", { id: "attempt" }, which), ` · ${t.steps.length} steps` +
       (t.ended_at ? ` · ${MF.secs(t.ended_at - t.started_at)}` : ""));
     if (v.error) b.append(MF.el("div", { id: "banner-error", text: v.error }));
     const nav = document.getElementById("nav");
     nav.append(MF.link(MF.taskHref(v.task), "task"), " · ", MF.link(MF.runHref(v.run), "run"), " · ");
     const near = (id, which, text) => (id ? MF.el("a", { id: which, href: "/trajectory?id=" + encodeURIComponent(id) }, text) : MF.el("span", { id: which, class: "off" }, text));
     nav.append(near(v.previous, "prev", "← previous"), " · ", near(v.next, "next", "next →"));
+    const others = v.attempts.filter((a) => a.has_trajectory && !a.this);
+    if (others.length) {
+      const box = MF.el("span", { id: "other-attempts" }, " · other attempts:");
+      others.forEach((a) => box.append(" ", MF.link(`/trajectory?id=${encodeURIComponent(v.task)}&attempt=${a.number}`, `#${a.number}` + (a.final ? " (result)" : ""))));
+      nav.append(box);
+    }
   },
 };
 
@@ -149,7 +156,8 @@ const TJ = {
   document.getElementById("title").textContent = taskId;
   document.getElementById("live").textContent = "";
   try {
-    const v = await MF.get("/api/trajectory?id=" + encodeURIComponent(taskId));
+    const attempt = MF.param("attempt");
+    const v = await MF.get("/api/trajectory?id=" + encodeURIComponent(taskId) + (attempt ? "&attempt=" + encodeURIComponent(attempt) : ""));
     const t = v.trajectory;
     TJ.banner(v);
     TJ.group(v.group_rewards);
