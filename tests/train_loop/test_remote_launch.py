@@ -1,6 +1,6 @@
 """`megaflow train` with ``model.launch``: the run starts its engines, trains through
 them, and leaves none behind, whether it finishes, fails to start them in time, or
-is interrupted or killed mid-way."""
+is interrupted (Ctrl-C, SIGTERM) or killed mid-way."""
 
 from __future__ import annotations
 
@@ -98,7 +98,9 @@ def test_megaflow_train_starts_its_engines_trains_through_them_and_stops_them(
         assert "token_env" in cluster.read_text()  # the token itself is never written
 
 
-@pytest.mark.parametrize(("how", "replicas"), [(signal.SIGKILL, 2), (signal.SIGINT, 1)])
+@pytest.mark.parametrize(
+    ("how", "replicas"), [(signal.SIGKILL, 2), (signal.SIGINT, 1), (signal.SIGTERM, 1)]
+)
 def test_no_engine_outlives_a_run_killed_or_interrupted_mid_way(
     tmp_path: Path, policy: Path, how: signal.Signals, replicas: int
 ) -> None:
@@ -116,15 +118,21 @@ def test_no_engine_outlives_a_run_killed_or_interrupted_mid_way(
             time.sleep(0.2)
         assert all(alive(p) for p in pids)
         run.send_signal(how)
+        t0 = time.monotonic()
         run.wait(60)
+        took = time.monotonic() - t0
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
         log.close()
     assert gone(pids), f"engines {pids} outlived the run"
-    if how == signal.SIGINT:  # stopped by the run itself, not only by the kernel
-        assert f"engines: {replicas} stopped" in (tmp_path / "run.log").read_text()
+    if how != signal.SIGKILL:  # stopped by the run itself, not only by the kernel
+        said = (tmp_path / "run.log").read_text()
+        assert f"engines: {replicas} stopped" in said, said
+        assert "interrupted; continue with" in said, said  # the same end as Ctrl-C
+        assert run.returncode == 1, said
+        assert took < 30, f"the run took {took:.1f}s to end after {how.name}"
 
 
 async def test_an_engine_not_up_in_time_is_a_config_error_and_is_stopped(

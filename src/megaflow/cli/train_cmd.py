@@ -19,6 +19,7 @@ import typer
 
 from megaflow.app.assembly import new_run_id
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from megaflow.cli.interrupt import interruptible
 from megaflow.config import load_config
 from megaflow.config.paths import missing_model_dirs
 from megaflow.core.errors import ConfigError, MegaFlowError
@@ -116,10 +117,10 @@ def train(
         highlight=False,
     )
     try:
-        result = asyncio.run(loop.run(resume=resume is not None))
+        result = asyncio.run(interruptible(loop.run(resume=resume is not None)))
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after the run stopped its engines
         fail(f"interrupted; continue with `megaflow train {config} --resume {run_id}`", EXIT_FAILED)
     except MegaFlowError as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
