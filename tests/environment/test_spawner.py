@@ -126,3 +126,14 @@ async def test_limits_the_agent_sets_on_the_spawner_never_reach_a_later_command(
             await sb.exec("ulimit -n; ulimit -f")  # the spawner saw it and quit
         after = await sb.exec("ulimit -n; ulimit -f")
         assert after.stdout.split() == normal, (normal, after)
+
+
+async def test_a_priority_the_agent_sets_on_the_spawner_never_reaches_a_later_command(
+    local: LocalRuntime,
+) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        normal = (await sb.exec("nice")).stdout
+        assert (await sb.exec("renice -n 19 -p $PPID >/dev/null; echo $?")).stdout == "0\n"
+        with pytest.raises(SandboxError, match="spawner"):
+            await sb.exec("nice")
+        assert (await sb.exec("nice")).stdout == normal

@@ -27,10 +27,11 @@ Guarantees kept, and how:
   kill its process group.
 - *Timeouts and kills* stay the server's: it kills a command's process group
   itself (``CAP_KILL``), and the host kills by cgroup.
-- *The agent may lower the spawner's limits* (``prlimit``, same uid), which
-  every later command would inherit. The spawner compares its limits with
-  those it started with before and after each start; changed, it kills that
-  command and quits, so the exec fails and the next spawner starts afresh.
+- *The agent may lower the spawner's limits* (``prlimit``, same uid), its
+  priority or its CPU affinity, which every later command would inherit. The
+  spawner compares them with what it started with before and after each
+  start; changed, it kills that command and quits, so the exec fails and the
+  next spawner starts afresh.
   (The agent can prlimit a running command directly in any case: the window
   it would have to hit here is one ``posix_spawn``.)
 - *The agent may kill or stop the spawner* (same uid). The server notices
@@ -138,8 +139,9 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
 
     ids = sorted({getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")})
 
-    def _limits() -> list[tuple[int, int]]:
-        return [resource.getrlimit(r) for r in ids]
+    def _limits() -> list[object]:  # and what else of ours a same-uid process may set
+        return [*(resource.getrlimit(r) for r in ids), os.getpriority(os.PRIO_PROCESS, 0),
+                os.sched_getaffinity(0)]  # fmt: skip
 
     limits = _limits()
     while True:
