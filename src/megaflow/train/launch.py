@@ -159,7 +159,7 @@ def _spawned_rank(
         print(exc, file=sys.stderr)
         return
     protocol.serve(worker)
-    dist.destroy_process_group()
+    protocol.leave()
 
 
 def _spawn(
@@ -239,7 +239,7 @@ def start(model_dir: str | Path, config: TrainerConfig) -> Trainer | None:
         if rank == 0:
             return Trainer(worker, resolved=resolved)
         protocol.serve(worker)
-        dist.destroy_process_group()
+        protocol.leave()
         return None
     resolved = resolve_strategy(path, config, config.world_size, backend)
     if config.world_size == 1:

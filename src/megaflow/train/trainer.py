@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 import torch
-import torch.distributed as dist
 
 from megaflow.storage.abstract import ArtifactStore
 from megaflow.train import checkpoint, protocol
@@ -231,7 +230,7 @@ class Trainer:
         try:
             if self._drives:
                 protocol.send(protocol.STOP, ())
-                dist.destroy_process_group()
+                protocol.leave()
         finally:
             try:
                 if self._metrics is not None:
