@@ -4,7 +4,7 @@ The host sends this file's text into a fresh sandbox, where the host's
 ``python3`` runs it; from then on every command, file read or write and reset
 is one framed request over the sandbox's stdin/stdout pipe, so no bubblewrap
 process starts per command. It must stay standard-library only, start fast
-(few imports) and never import MegaFlow. It comes in three parts, run in
+(few imports) and never import MegaFlow. It comes in four parts, run in
 one namespace in this order: ``server_jobs`` (the agent's identity,
 commands, kill-all), ``server_spawner`` (the process that starts commands),
 ``server_files`` (file operations as the agent) and this module (framing,

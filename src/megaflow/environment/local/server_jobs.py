@@ -1,7 +1,7 @@
 """The exec server's processes: the agent's identity, commands, terminals, kill-all.
 
-First of the exec server's parts (``server_jobs``, ``server_files``,
-``server``; :func:`megaflow.environment.local.launcher.server_payload` sends
+First of the exec server's parts (``server_jobs``, ``server_spawner``,
+``server_files``, ``server``; :func:`megaflow.environment.local.launcher.server_payload` sends
 them in that order and the sandbox runs them in one namespace). Like the rest
 of the server it is standard-library only, imports little and never imports
 MegaFlow.
