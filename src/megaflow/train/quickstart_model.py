@@ -10,8 +10,11 @@ The tokenizer splits text into runs of word characters, runs of punctuation
 and single whitespace characters before BPE, so a word is the same token
 wherever it stands (``RETRIES`` in an issue and in ``"RETRIES = 3"`` of a
 tool call): copying a name from the prompt into an answer is copying a
-token. ``<tool_call>`` and ``</tool_call>`` are single, non-special tokens
-(they survive ``skip_special_tokens`` decoding, which the backend's tool-call
+token. With ``split_underscores`` a name is cut at its underscores too, so
+a family whose held-out names are new pairs of known words
+(``tasks/settings-kinds``) shows the policy only tokens it has copied.
+``<tool_call>`` and ``</tool_call>`` are single, non-special tokens (they
+survive ``skip_special_tokens`` decoding, which the backend's tool-call
 parser needs); the role markers and ``<|end|>`` (end of a turn, the EOS) are
 special. The chat template renders each message on its own and concatenates
 them, which the backend's token-in continuation relies on; it shows the
@@ -51,6 +54,7 @@ CHAT_TEMPLATE = (
 """``<|role|>content[<tool_call>...</tool_call>...]<|end|>`` per message."""
 
 _PIECES = r"\w+|[^\w\s]+|\s"
+_SUBWORD_PIECES = r"[^\W_]+|_|[^\w\s]+|\s"
 
 
 class PolicyConfig(BaseModel):
@@ -65,6 +69,11 @@ class PolicyConfig(BaseModel):
     intermediate: int = Field(256, ge=16, description="Width of each block's MLP.")
     max_positions: int = Field(1024, ge=64, description="Longest sequence, in tokens.")
     seed: int = Field(0, description="Seed of the random initial weights.")
+    split_underscores: bool = Field(
+        False,
+        description="Cut words at underscores before BPE, so a name never seen whole "
+        "(IDLE_TIMEOUT) is still the tokens of its known parts (IDLE, _, TIMEOUT).",
+    )
 
 
 @functools.cache
@@ -80,16 +89,20 @@ def render(messages: list[dict[str, Any]]) -> str:
     return str(_chat_template().render(messages=messages, add_generation_prompt=False))
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int, *, split_underscores: bool = False
+) -> Any:
     """A ``PreTrainedTokenizerFast`` trained on ``texts``, with the quickstart's
-    special tokens and chat template."""
+    special tokens and chat template (``split_underscores``: see :class:`PolicyConfig`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())  # type: ignore[no-untyped-call]
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(_PIECES), behavior="isolated"),
+            pre_tokenizers.Split(
+                Regex(_SUBWORD_PIECES if split_underscores else _PIECES), behavior="isolated"
+            ),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -137,7 +150,9 @@ def build_policy(out_dir: str | Path, texts: Iterable[str], config: PolicyConfig
     """Train the tokenizer on ``texts``, initialise the model, save both to ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(texts, config.vocab_size)
+    tokenizer = train_tokenizer(
+        texts, config.vocab_size, split_underscores=config.split_underscores
+    )
     tokenizer.save_pretrained(out)
     init_model(tokenizer, config).save_pretrained(out)
     return out

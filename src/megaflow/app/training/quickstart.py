@@ -7,12 +7,18 @@ teacher's answers (``tasks/settings-fix/build/teacher.py``;
 :func:`megaflow.train.warm_start.warm_start`), into the directory
 ``examples/train-quickstart.yaml`` names. ``make run`` calls it when that
 directory does not exist yet.
+
+``--tasks`` picks the family (``tasks/settings-fix`` by default; also
+``tasks/settings-kinds``, for ``examples/train-quickstart-kinds.yaml``). A
+family may carry a ``policy.json`` beside its splits: :class:`PolicyConfig`
+fields it needs (settings-kinds: ``split_underscores``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import shutil
 import tempfile
 import time
@@ -28,6 +34,13 @@ REPORT_S = 10.0
 
 SFT_STEPS = 1000
 """Warm-start steps: the copy of names and values from the issue forms late."""
+
+
+def policy_config(tasks: Path, seed: int) -> PolicyConfig:
+    """The family's :class:`PolicyConfig`: its ``policy.json`` if it has one, and ``seed``."""
+    f = tasks / "policy.json"
+    fields = json.loads(f.read_text()) if f.is_file() else {}
+    return PolicyConfig.model_validate({**fields, "seed": seed})
 
 
 def _print(line: str) -> None:
@@ -63,7 +76,7 @@ def prepare(
     if say is not None:
         say(f"warm start: building the tokenizer and policy from {len(texts)} texts")
     with tempfile.TemporaryDirectory(prefix=".policy-", dir=out.parent) as tmp:
-        built = build_policy(Path(tmp) / "policy", texts, PolicyConfig(seed=seed))
+        built = build_policy(Path(tmp) / "policy", texts, policy_config(tasks, seed))
         if say is not None:
             say(f"warm start: {sft_steps} steps on {len(convs)} demonstrations")
         config = WarmStartConfig(steps=sft_steps, seed=seed, report_every=1)
@@ -76,11 +89,12 @@ def prepare(
 
 def policy_key(tasks: Path, *, sft_steps: int, seed: int) -> str:
     """What a prepared policy depends on: the demonstrations, the train split's issues
-    (the tokenizer's corpus), the builder's and the warm start's code, steps and seed."""
+    (the tokenizer's corpus), the builder's and the warm start's code, steps, seed and
+    the family's policy settings."""
     from megaflow.train import quickstart_model
     from megaflow.train import warm_start as warm_start_module
 
-    h = hashlib.sha256(f"{sft_steps}|{seed}".encode())
+    h = hashlib.sha256(f"{sft_steps}|{policy_config(tasks, seed).model_dump_json()}".encode())
     for f in (tasks / "demonstrations.jsonl", tasks / "train.jsonl"):
         h.update(f.read_bytes())
     for mod in (quickstart_model, warm_start_module):
@@ -98,7 +112,7 @@ def cached(
 ) -> Path:
     """The policy :func:`prepare` makes from these inputs, kept under ``cache`` by
     :func:`policy_key`: built when no earlier call left it, else reused."""
-    out = cache / f"settings-fix-{policy_key(tasks, sft_steps=sft_steps, seed=seed)}"
+    out = cache / f"{tasks.name}-{policy_key(tasks, sft_steps=sft_steps, seed=seed)}"
     if (out / "config.json").is_file():
         return out
     return prepare(out, tasks, sft_steps=sft_steps, seed=seed, say=say)

@@ -1,0 +1,1 @@
+"""The auth_api service."""

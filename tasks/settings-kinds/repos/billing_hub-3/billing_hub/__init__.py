@@ -1,0 +1,1 @@
+"""The billing_hub service."""

@@ -1,0 +1,1 @@
+"""The ledger_ops service."""

@@ -1,0 +1,1 @@
+"""The metric_net service."""

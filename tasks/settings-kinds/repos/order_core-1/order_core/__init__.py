@@ -1,0 +1,1 @@
+"""The order_core service."""

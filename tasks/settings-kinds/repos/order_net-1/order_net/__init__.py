@@ -1,0 +1,1 @@
+"""The order_net service."""

@@ -1,0 +1,1 @@
+"""The queue_api service."""

@@ -1,0 +1,1 @@
+"""The search_hub service."""

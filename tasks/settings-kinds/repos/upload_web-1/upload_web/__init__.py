@@ -1,0 +1,1 @@
+"""The upload_web service."""
