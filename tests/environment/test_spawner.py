@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import pytest
@@ -51,6 +52,12 @@ async def test_a_command_holds_no_channel_and_cannot_list_the_spawners_or_server
         assert fds["0"] == "/dev/null"
         assert fds["1"].startswith("pipe:"), fds
         assert fds["2"].startswith("pipe:"), fds
+        assert sb.proc is not None
+        host_pipes = {  # the server's channel, seen from the host's ends
+            f"pipe:[{os.fstat(sb.proc.stdin.get_extra_info('pipe').fileno()).st_ino}]",
+            f"pipe:[{os.fstat(sb.proc._stdout_pipe.get_extra_info('pipe').fileno()).st_ino}]",
+        }
+        assert not host_pipes & set(fds.values()), (host_pipes, fds)
         assert found["seen"] == {"spawner": "denied", "server": "denied"}, found
         assert found["uid"] == 1000
 
