@@ -259,6 +259,26 @@ async def exec_cost(rt: LocalRuntime, spec: EnvironmentSpec, n: int) -> dict[str
     }  # fmt: skip
 
 
+async def episode_cost(rt: LocalRuntime, spec: EnvironmentSpec, n: int) -> dict[str, float]:
+    """Sandbox CPU ms (its cgroup) per episode of a pooled sandbox: a kill of
+    every process (as a reset does; it ends the exec server's spawner too)
+    and then five ``exec true``, the first of which starts a new spawner."""
+    async with await rt.create(spec) as sb:
+
+        async def episode() -> None:
+            await sb.kill_processes()
+            for _ in range(5):
+                await sb.exec(["true"])
+
+        for _ in range(3):
+            await episode()
+        box0 = (await sb.stats()).cpu_seconds
+        for _ in range(n):
+            await episode()
+        box = (await sb.stats()).cpu_seconds - box0
+    return {"sandbox CPU ms/episode": box / n * 1e3, "n": n}
+
+
 async def run_mode(mode: str, n: int, image: str) -> None:
     """One of the kernel-cost modes (``--mode``), printed, not written as the table."""
     work = Path(tempfile.mkdtemp(prefix="mf-bench-sandbox-"))
@@ -289,6 +309,9 @@ async def run_mode(mode: str, n: int, image: str) -> None:
         elif mode == "exec":
             figures = await exec_cost(rt, spec, n)
             print(f"exec true ({image} image): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in figures.items()))  # fmt: skip
+            figures = await episode_cost(rt, spec, max(n // 5, 10))
+            print(f"kill + 5 x exec true ({image} image): " + ", ".join(
                 f"{k} {v:.2f}" for k, v in figures.items()))  # fmt: skip
         elif mode == "density":
             table = await density(rt, spec, n)
