@@ -55,7 +55,9 @@ from megaflow.core.tasks import RunSpec, TaskSpec
 from megaflow.environment.abstract import Runtime
 from megaflow.environment.factory import make_runtime
 from megaflow.environment.pool import SandboxPool
+from megaflow.model.client import InProcessModelClient
 from megaflow.monitoring.environment import EnvironmentMetrics
+from megaflow.monitoring.model import ModelFleetCollector
 from megaflow.monitoring.run import JobMetrics
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.scheduler.abstract import TaskExecutor
@@ -132,6 +134,12 @@ class Job(Lifecycle):
             for arm in self.arms.values():
                 await arm.model.start()
                 self._started.append(arm.model)
+            routers = [a.model.service.router for a in self.arms.values()
+                       if isinstance(a.model, InProcessModelClient)]  # fmt: skip
+            if routers:  # each replica's rotation, version and probes on /metrics
+                self.registry.register(
+                    ModelFleetCollector(lambda: [h for r in routers for h in r.health()])
+                )
             job_metrics = JobMetrics(self.registry)
 
             disk = DiskFloor(state_folders(cfg), cfg.storage.outage.min_free_mb)

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from megaflow.app.agent_runs import ClusterAgentExecutor
 from megaflow.environment.factory import make_runtime
 from megaflow.monitoring.environment import EnvironmentMetrics
+from megaflow.monitoring.model import ModelFleetCollector
 from megaflow.monitoring.scheduler import SchedulerMetrics
 from megaflow.rpc.agent_service import AgentServicer, GrpcTaskExecutor
 from megaflow.rpc.auth import BearerAuthMiddleware, check_bearer
@@ -131,6 +132,7 @@ async def _serve_model(
             lambda: service.router.outstanding,
         )
     )  # fmt: skip
+    reg.register(ModelFleetCollector(service.router.health))  # replicas, versions, probes
     authorize = functools.partial(check_bearer, token=token)
     app = BearerAuthMiddleware(create_app(service, authorize=authorize), token)
     await serve_asgi(stack, app, cfg.model.listen, cfg.model.http_port, cfg.tls, "model gateway")
