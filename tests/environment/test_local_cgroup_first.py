@@ -1,7 +1,7 @@
 """A local sandbox's processes start inside its cgroups and carry its marker.
 
 The process that becomes bubblewrap joins the sandbox's groups before it
-execs anything (:func:`launcher.in_cgroups`), so no process of the sandbox
+execs anything (``SandboxCgroup.joining``), so no process of the sandbox
 ever runs outside them, even for an instant a crash could fall into; and a
 group the reaper removed meanwhile stops the start before anything runs.
 The chaos test of a kill at any point of a start is
@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from megaflow.environment.abstract import EnvironmentSpec, SandboxResources
-from megaflow.environment.local import LocalRuntime, cgroups, launcher, sweep
+from megaflow.environment.local import LocalRuntime, cgroups, sweep
 from megaflow.environment.local.records import process_key
 
 
@@ -30,7 +30,7 @@ async def test_every_process_of_a_sandbox_is_in_its_cgroups_with_its_marker(
     try:
         assert sb.cgroup is not None
         assert sb.proc is not None
-        marker = f"{launcher.MARKER}={sweep.marker(local.process, sb.id)}".encode()
+        marker = f"{sweep.MARKER}={sweep.marker(local.process, sb.id)}".encode()
         members = sb.cgroup.pids_in()
         # bubblewrap, the sandbox's init and the exec server, in every group
         assert sb.proc.pid in members, members
@@ -41,7 +41,7 @@ async def test_every_process_of_a_sandbox_is_in_its_cgroups_with_its_marker(
             assert marker in _environ(pid), (pid, _environ(pid))
         # the exec server's commands get their own environment, not the marker
         result = await sb.exec("env")
-        assert launcher.MARKER not in result.stdout
+        assert sweep.MARKER not in result.stdout
     finally:
         await sb.destroy()
 
@@ -53,7 +53,7 @@ def test_the_join_runs_the_command_inside_the_groups_or_not_at_all(tmp_path: Pat
     group = layout.create(key, "join-test", SandboxResources())
     try:
         ran = subprocess.run(
-            launcher.in_cgroups(group.procs_files(), ["/bin/cat", "/proc/self/cgroup"]),
+            group.joining(["/bin/cat", "/proc/self/cgroup"]),
             capture_output=True, text=True, timeout=30,
         )  # fmt: skip
         assert ran.returncode == 0, ran.stderr
@@ -69,7 +69,7 @@ def test_the_join_runs_the_command_inside_the_groups_or_not_at_all(tmp_path: Pat
         group.remove()
     marker = tmp_path / "ran"
     gone = subprocess.run(
-        launcher.in_cgroups(group.procs_files(), ["/bin/touch", str(marker)]),
+        group.joining(["/bin/touch", str(marker)]),
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert gone.returncode == 125, gone

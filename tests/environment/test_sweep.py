@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from megaflow.environment.local import launcher, sweep
+from megaflow.environment.local import sweep
 from megaflow.environment.local.records import key_alive, process_key
 
 DEAD = "999999999.1"  # no such pid: a maker that is gone
@@ -49,9 +49,9 @@ def test_the_sweep_kills_a_dead_makers_processes_only(
     started: list[subprocess.Popen[bytes]],
 ) -> None:
     ns = sweep.pid_namespace()
-    orphan = _sleeper(started, {launcher.MARKER: f"{ns}/{DEAD}/abc"})
-    owned = _sleeper(started, {launcher.MARKER: sweep.marker(process_key(), "def")})
-    foreign = _sleeper(started, {launcher.MARKER: f"{ns + 1}/{DEAD}/ghi"})
+    orphan = _sleeper(started, {sweep.MARKER: f"{ns}/{DEAD}/abc"})
+    owned = _sleeper(started, {sweep.MARKER: sweep.marker(process_key(), "def")})
+    foreign = _sleeper(started, {sweep.MARKER: f"{ns + 1}/{DEAD}/ghi"})
     plain = _sleeper(started, {})
     assert sweep.maker_of(orphan.pid, ns) == DEAD
     assert sweep.maker_of(foreign.pid, ns) is None

@@ -34,6 +34,12 @@ V1_FREEZER = "freezer"  # optional: without it a sandbox whose kill leaves a sur
 V2_CONTROLLERS = ("memory", "cpu", "pids")
 CFS_PERIOD_US = 100_000
 CgroupMode = Literal["auto", "v1", "v2", "off"]
+# Runs first, as root, in the process that becomes bubblewrap: it moves itself
+# into each of the sandbox's groups ("$1" up to "--"), then execs the rest, so
+# bubblewrap and everything it starts are in the groups from their first
+# instruction. A group that cannot be joined (the reaper removed it after the
+# maker died) ends it before anything of the sandbox exists.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift; exec "$@"'
 
 
 def _write(path: Path, value: str) -> None:
@@ -172,6 +178,11 @@ class SandboxCgroup:
 
     def procs_files(self) -> list[str]:
         return [str(p / "cgroup.procs") for p in self.paths()]
+
+    def joining(self, argv: list[str]) -> list[str]:
+        """``argv``, run from its first instruction inside these groups (v1 has
+        no ``clone3(CLONE_INTO_CGROUP)``: a ``/bin/sh`` step joins, then execs)."""
+        return ["/bin/sh", "-c", _JOIN, "megaflow-join", *self.procs_files(), "--", *argv]
 
     def limit(self, res: SandboxResources) -> None:
         mem = res.memory_mb * 1024 * 1024

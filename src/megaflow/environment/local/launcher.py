@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megaflow.core.errors import SandboxStartError
+from megaflow.environment.local.sweep import MARKER
 
 BWRAP_PACKAGE = "bubblewrap"
 HOST_PYTHON = Path("/usr/bin/python3")
@@ -83,26 +84,6 @@ def as_user(uid: int, gid: int) -> list[str]:
     if setpriv is None:
         raise SandboxStartError("'setpriv' was not found on PATH; install 'util-linux'")
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-
-
-MARKER = "MEGAFLOW_SANDBOX"
-"""The environment variable naming each sandbox process's maker and sandbox
-(``<pid namespace>/<process key>/<sandbox id>``, :mod:`.sweep`), so a process
-of the sandbox is found in ``/proc`` whatever its parent or cgroup."""
-# Runs first, as root, in the process that becomes bubblewrap: it moves itself
-# into each of the sandbox's cgroups ("$1" up to "--"), then execs the rest, so
-# bubblewrap and everything it starts are in the groups from their first
-# instruction. A group that cannot be joined (the reaper removed it after the
-# maker died) ends it before anything of the sandbox exists.
-_JOIN = 'while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift; exec "$@"'
-
-
-def in_cgroups(procs_files: list[str], argv: list[str]) -> list[str]:
-    """``argv`` run from its first instruction inside the groups whose
-    ``cgroup.procs`` files are listed (none: ``argv`` itself)."""
-    if not procs_files:
-        return argv
-    return ["/bin/sh", "-c", _JOIN, "megaflow-join", *procs_files, "--", *argv]
 
 
 def find_bwrap() -> str:

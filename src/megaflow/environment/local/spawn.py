@@ -2,10 +2,10 @@
 
 The process that becomes bubblewrap first joins the sandbox's cgroups, made
 before it, and only then execs ``setpriv`` and bubblewrap
-(:func:`.launcher.in_cgroups`): every process of the sandbox starts inside
-them, so a MegaFlow process killed at any point of a start leaves nothing
-outside a group the reaper finds by its name. Each carries the sandbox's
-marker (:data:`.launcher.MARKER`) in its environment.
+(:meth:`.cgroups.SandboxCgroup.joining`): every process of the sandbox
+starts inside them, so a MegaFlow process killed at any point of a start
+leaves nothing outside a group the reaper finds by its name. Each carries the
+sandbox's marker (:data:`.sweep.MARKER`) in its environment.
 
 bubblewrap starts as an unprivileged host uid (through ``setpriv``) with
 ``--userns-block-fd`` and ``--info-fd``; from the info this process learns
@@ -109,8 +109,9 @@ async def start(
     plan.marker = sweep.marker(record.process, sb.id)
     argv = launcher.bwrap_argv(how.bwrap, plan)
     argv = [*how.as_user, *argv]  # setpriv execs bubblewrap as its uid: no fork
-    argv = launcher.in_cgroups([] if sb.cgroup is None else sb.cgroup.procs_files(), argv)
-    env = {launcher.MARKER: plan.marker}
+    if sb.cgroup is not None:
+        argv = sb.cgroup.joining(argv)
+    env = {sweep.MARKER: plan.marker}
     directory = sb.dir
     try:
         with (directory / "bwrap.log").open("wb") as log:

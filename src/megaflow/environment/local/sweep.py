@@ -2,7 +2,7 @@
 
 Every process of a local sandbox starts with ``MEGAFLOW_SANDBOX=<pid
 namespace>/<maker's key>/<sandbox id>`` in its environment
-(:data:`.launcher.MARKER`): the step that joins the cgroups, bubblewrap, the
+(:data:`MARKER`): the step that joins the cgroups, bubblewrap, the
 sandbox's init and the exec server. With cgroups the reaper ends a dead
 maker's processes through its groups, which no process can leave; this sweep
 is the second layer, and the only one under ``cgroups: off``. It reads each
@@ -21,8 +21,10 @@ import os
 import signal
 from collections.abc import Callable
 
-from megaflow.environment.local.launcher import MARKER
-
+MARKER = "MEGAFLOW_SANDBOX"
+"""The environment variable naming each sandbox process's pid namespace, maker
+and sandbox (``<pid namespace>/<process key>/<sandbox id>``), so a process of
+the sandbox is found in ``/proc`` whatever its parent or cgroup."""
 _PREFIX = MARKER.encode() + b"="
 
 
