@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from megaflow.app.training.quickstart import policy_config
 from megaflow.core.errors import InvalidInput
 from megaflow.datasets import load_instances
 from megaflow.model.transformers_lm import parse_tool_calls
@@ -73,6 +74,22 @@ def test_tokenizer_round_trips_and_keeps_words_whole(convs: list[list[dict[str, 
     full, n_prompt = encode_demonstration(tok, convs[0])
     assert full == ids
     assert tok.convert_ids_to_tokens(full[n_prompt - 1]) == "<|assistant|>"
+
+
+def test_split_underscores_makes_an_unseen_name_the_tokens_of_its_words() -> None:
+    # the settings-kinds family asks for this (its policy.json); its held-out names are
+    # new pairs of words its train names and demonstrations use in other pairs
+    family = FAMILY.parent / "settings-kinds"
+    assert policy_config(family, 3) == PolicyConfig(split_underscores=True, seed=3)
+    assert policy_config(FAMILY, 3) == PolicyConfig(seed=3)
+    texts = [f"Set {a}_{b} in x.py to 3." for a in ("IDLE", "MAX", "READ") for b in ("PORT", "TTL")]
+    texts = [t for t in texts if "IDLE_TTL" not in t] * 3
+    whole = train_tokenizer(texts, 400)
+    split = train_tokenizer(texts, 400, split_underscores=True)
+    assert whole.tokenize("MAX_PORT") == ["MAX_PORT"]  # seen whole: one token
+    assert whole.tokenize("IDLE_TTL") != ["IDLE", "_", "TTL"]  # never seen: other pieces
+    assert split.tokenize("MAX_PORT") == ["MAX", "_", "PORT"]
+    assert split.tokenize("IDLE_TTL") == ["IDLE", "_", "TTL"]  # the tokens it has copied
 
 
 def test_warm_start_learns_the_answers(
