@@ -143,7 +143,7 @@ def test_dashboard_pages_live_run_and_token(tmp_path: Path, browser: Any, shots:
         assert page.locator("#patch .add").count() > 0
         page.screenshot(path=str(shots / "task.png"), full_page=True)
 
-        page.get_by_role("link", name="trajectory").click()
+        page.locator("#meta").get_by_role("link", name="trajectory").click()
         page.wait_for_selector("#steps .turn")
         kinds = page.locator("#steps .turn .kind").all_inner_texts()
         assert any("model call" in k for k in kinds)

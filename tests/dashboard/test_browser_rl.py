@@ -171,7 +171,7 @@ def test_live_run_trajectory_shows_the_patch_as_a_diff(site: dict[str, Any]) -> 
     page.locator("#runs-table a", has_text="dash").first.click()
     page.wait_for_selector("#tasks-table a")
     page.locator("#tasks-table a").first.click()
-    page.get_by_role("link", name="trajectory").click()
+    page.locator("#meta").get_by_role("link", name="trajectory").click()
     page.wait_for_selector("#steps .turn")
     assert page.locator("#steps .diff .add").count() > 0
     assert page.locator("#outcome").inner_text() == "resolved"

@@ -73,7 +73,7 @@ def test_every_step_reaches_the_training_page(
         page.select_option("#f-type", "train")
         page.wait_for_function("() => location.search.includes('type=train')")
         page.locator("#tasks-table a").first.click()
-        page.get_by_role("link", name="trajectory").click()
+        page.locator("#meta").get_by_role("link", name="trajectory").click()
         page.wait_for_selector("#tokens span")
         assert "Decoded with" in page.locator("#sample").inner_text()  # the policy's tokenizer
         texts = page.locator("#tokens span").all_text_contents()

@@ -37,6 +37,7 @@ from megaflow.scheduler.control import LocalControlPlane
 from megaflow.scheduler.service import Scheduler
 from megaflow.scheduler.synthetic import NoopExecutor, SleepExecutor
 from megaflow.storage.factory import Stores
+from megaflow.storage.lease import SCHEDULER_LEASE, DriverLease
 
 OnReady = Callable[[str, str], None]
 
@@ -82,6 +83,12 @@ async def _serve_scheduler(
     stores = Stores.from_config(cfg.scheduler.storage)
     await stores.start()
     stack.push_async_callback(stores.stop)
+    # the driver of every submitted run: status, top and the dashboard read it (one
+    # scheduler service per store; a second is refused here, before it drives anything)
+    ttl = cfg.scheduler.storage.outage.lease_ttl_s
+    lease = DriverLease(stores.metadata, SCHEDULER_LEASE, ttl, end_in_place=True)
+    await lease.start()
+    stack.push_async_callback(lease.stop)
     scheduler = Scheduler(
         cfg.scheduler.config, stores, _scheduler_executor(cfg, token),
         metrics=SchedulerMetrics(reg),

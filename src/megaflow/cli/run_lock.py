@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -23,7 +22,7 @@ from pathlib import Path
 from megaflow.core.errors import AlreadyExists
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import MetadataConfig, SqliteMetadataConfig
-from megaflow.storage.lease import dead_here
+from megaflow.storage.lease import driver_lease, lease_ended
 from megaflow.storage.private import private_file
 
 
@@ -82,8 +81,7 @@ async def driver_liveness(store: MetadataStore, metadata: MetadataConfig, run_id
     live = liveness(lock_path(metadata, job))
     if live is not Liveness.UNKNOWN:
         return live
-    lease = await store.get_lease(job)
+    lease = await driver_lease(store, job)  # the job's own, else the cluster scheduler's
     if lease is None:
         return Liveness.UNKNOWN
-    ended = lease.expires_at <= time.time() or dead_here(lease.owner)
-    return Liveness.GONE if ended else Liveness.ALIVE
+    return Liveness.GONE if lease_ended(lease) else Liveness.ALIVE

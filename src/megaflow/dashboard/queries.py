@@ -30,7 +30,7 @@ from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
 from megaflow.dashboard.attempts import attempt_trajectories
 from megaflow.dashboard.progress import progress_by_type
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
-from megaflow.storage.lease import dead_here
+from megaflow.storage.lease import driver_lease, lease_ended
 
 HISTOGRAM_BINS = 10
 DURATION_PARTS = ("sandbox_start_s", "prepare_s", "agent_s", "grade_s")
@@ -121,10 +121,11 @@ async def _driver(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) 
     cluster's runs, an older store)."""
     if all(r.state.terminal for r in records):
         return None
-    lease = await meta.get_lease(run.labels.get("job", run.id))  # an arm's job holds it
+    # an arm's job holds it; a submitted run's driver is the cluster scheduler service
+    lease = await driver_lease(meta, run.labels.get("job", run.id))
     if lease is None:
         return None
-    return "gone" if lease.expires_at < time.time() or dead_here(lease.owner) else "alive"
+    return "gone" if lease_ended(lease) else "alive"
 
 
 async def _summarised(meta: MetadataStore, run: RunSpec) -> dict[str, Any]:

@@ -105,7 +105,12 @@ class DriverLease(Lifecycle):
         *,
         owner: str | None = None,
         clock: Callable[[], float] = time.time,
+        end_in_place: bool = False,
     ) -> None:
+        """``end_in_place``: on ``stop()`` the lease is renewed to end at once rather than
+        deleted, so readers still see who drove and that it stopped (the cluster
+        scheduler service, whose submitted runs outlive it)."""
+        self.end_in_place = end_in_place
         self.metadata = metadata
         self.run_id = run_id
         self.ttl_s = ttl_s
@@ -173,4 +178,26 @@ class DriverLease(Lifecycle):
         if self.lease is not None and (self._lost is None or not self._lost.done()):
             self.lease = None
             with contextlib.suppress(MegaFlowError):  # it ends by itself within ttl_s
-                await self.metadata.release_lease(self.run_id, self.owner)
+                if self.end_in_place:
+                    await self.metadata.claim_lease(self.run_id, self.owner, 0.0)
+                else:
+                    await self.metadata.release_lease(self.run_id, self.owner)
+
+
+#: The lease the cluster's scheduler service (``megaflow up`` / ``megaflow serve
+#: scheduler``) holds while it runs. It drives every run of its store that no job of
+#: its own leases (a run sent with ``megaflow submit``), so such a run's driver is
+#: alive while this lease is and gone once it has ended.
+SCHEDULER_LEASE = "megaflow:scheduler-service"
+
+
+def lease_ended(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease``'s holder no longer drives: its time is up, or it was a process
+    of this host that is gone."""
+    return lease.expires_at <= (time.time() if now is None else now) or dead_here(lease.owner)
+
+
+async def driver_lease(metadata: MetadataStore, job: str) -> Lease | None:
+    """The lease of whoever drives the runs of ``job``: the job's own (an embedded run),
+    else the cluster scheduler service's (a submitted run); None when neither exists."""
+    return await metadata.get_lease(job) or await metadata.get_lease(SCHEDULER_LEASE)
