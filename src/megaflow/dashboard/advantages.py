@@ -42,7 +42,7 @@ class Estimator:
 
 
 def _describe(cfg: Any) -> str:
-    text = " ".join((type(cfg).__doc__ or "").split())
+    text = " ".join((type(cfg).__doc__ or "").split()).rstrip(".")
     if cfg.type == "custom":
         opts = f" with {cfg.advantage_options}" if cfg.advantage_options else ""
         return f"the estimator {cfg.advantage!r}{opts} ({text})"
