@@ -49,7 +49,9 @@ async def test_two_sets_train_with_each_sets_grader_and_figures(
     tmp_path: Path, policy: Path
 ) -> None:
     lines: list[str] = []
-    loop = TrainLoop(parse_config(_mixed(tmp_path, policy)), run_id="mix", printer=lines.append)
+    raw = _mixed(tmp_path, policy, checkpoint_every=2)
+    raw["train"]["curriculum"] = {"min_attempts": 2}
+    loop = TrainLoop(parse_config(raw), run_id="mix", printer=lines.append)
     curve = await loop.run()
     steps = [line for line in lines if line.startswith("step ")]
     assert len(steps) == 2
@@ -74,6 +76,12 @@ async def test_two_sets_train_with_each_sets_grader_and_figures(
         assert total == point.samples == 4  # 2 prompts x 2 samples, split between the sets
     written = json.loads((tmp_path / "out" / "mix" / "curve.json").read_text())
     assert set(written["steps"][0]["sets"]) == {"swe", "qa"}  # in the exported curve
+    # a resume takes the curriculum's counts back from the checkpoint
+    counted = {k: r for k, r in loop.plan.sampler.records.items() if r.graded}  # type: ignore[union-attr]
+    assert sum(r.graded for r in counted.values()) == 8
+    again = TrainLoop(parse_config(raw), run_id="mix", printer=lines.append)
+    await again.run(resume=True)
+    assert again.plan.sampler.records == loop.plan.sampler.records  # type: ignore[union-attr]
 
 
 def test_sets_config_errors_exit_2_naming_the_field(tmp_path: Path, policy: Path) -> None:

@@ -118,3 +118,37 @@ def test_sets_config_rules() -> None:
         TrainingConfig.model_validate({**base, "sets": [{**one, "weight": 0}]})
     with pytest.raises(ValidationError, match="name"):
         TrainingConfig.model_validate({**base, "sets": [{**one, "name": "Bad Name"}]})
+
+
+def _curriculum_run(s: SetSampler, steps: range) -> list[list[str]]:
+    """Draw ``steps``, observing rewards that depend only on the task: a.0 and
+    b.0 always pass, a.1 never, the rest half the time."""
+    out = []
+    for step in steps:
+        batch = s.draw(step)
+        for key in batch:
+            reward = {"a.0": 1.0, "b.0": 1.0, "a.1": 0.0}.get(key)
+            s.observe(key, [1.0, 0.0] if reward is None else [reward] * 2)
+        out.append(batch)
+    return out
+
+
+def test_a_resumed_curriculum_draws_as_the_uninterrupted_one() -> None:
+    import json
+
+    def sampler() -> SetSampler:
+        cfg = CurriculumConfig(min_attempts=2)
+        return SetSampler(SETS, {"a": 2.0, "b": 1.0}, per_step=3, seed=5, curriculum=cfg)
+
+    whole = sampler()
+    _curriculum_run(whole, range(1, 7))
+    saved = json.loads(json.dumps(whole.state()))  # what a checkpoint keeps
+    after = _curriculum_run(whole, range(7, 21))
+
+    resumed = sampler()
+    resumed.load(saved)
+    assert _curriculum_run(resumed, range(7, 21)) == after
+    # without the saved counts the draws differ: the skipped tasks come back
+    assert _curriculum_run(sampler(), range(7, 21)) != after
+    with pytest.raises(ValueError, match="other tasks or sets"):
+        SetSampler({"c": ["c.0"]}, {"c": 1.0}, per_step=1).load(saved)

@@ -32,7 +32,7 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -73,6 +73,8 @@ class LoopState(BaseModel):
     version: int
     plan: str
     curve: Curve
+    sampler: dict[str, Any] | None = None
+    """A mixed run's draws and curriculum counts (:meth:`MixedPlan.state`)."""
 
 
 def plan_key(plan: PromptPlan | MixedPlan) -> str:
@@ -187,6 +189,8 @@ class TrainLoop:
                 [("--resume", "inconsistent checkpoint")],
             )
         self.curve = state.curve
+        if state.sampler is not None and isinstance(self.plan, MixedPlan):
+            self.plan.load(state.sampler)
         if self.version:
             await self._push()
         self.say(f"resumed {self.run_id} after step {state.step} (weights v{self.version})")
@@ -265,6 +269,7 @@ class TrainLoop:
             version=self.version,
             plan=plan_key(self.plan),
             curve=self.curve,
+            sampler=self.plan.state() if isinstance(self.plan, MixedPlan) else None,
         )
         await self.trainer.save_checkpoint(self.job.stores.artifacts, state.model_dump(mode="json"))
 

@@ -192,6 +192,18 @@ class MixedPlan:
             self._batches[s] = self.sampler.draw(s)
         return self._batches[step]
 
+    def state(self) -> dict[str, Any]:
+        """The draws so far and the sampler's state, as JSON, for a checkpoint."""
+        return {"batches": self._batches, "sampler": self.sampler.state()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back :meth:`state` on resume: the steps drawn stay as they were
+        drawn, and the next draws see the pass rates counted before."""
+        self._batches = {int(s): list(keys) for s, keys in state["batches"].items()}
+        if set(self._batches) != set(range(1, len(self._batches) + 1)):
+            raise ValueError("the saved plan's steps are not 1..n")
+        self.sampler.load(state["sampler"])
+
     def sequence(self) -> list[str]:
         """What names the plan for a resume: every prompt in order; with a curriculum
         (whose draws depend on the rewards) the sets, weights and settings."""

@@ -24,7 +24,9 @@ its share to the others.
 
 Draws change the sampler's state (the sets' orders and, through
 :meth:`SetSampler.observe`, the pass rates), so steps are drawn once each,
-in order.
+in order. :meth:`SetSampler.state` is all of it, as JSON, for a checkpoint;
+:meth:`SetSampler.load` puts it back on resume, so a curriculum run goes on
+with the pass rates it had, not from zero.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from megaflow.train.task_sets import CurriculumConfig
 
@@ -80,6 +83,26 @@ class SetSampler:
             if not math.isnan(r):
                 rec.graded += 1
                 rec.passed += r >= 1.0
+
+    def state(self) -> dict[str, Any]:
+        """Everything a draw depends on besides the settings, as JSON."""
+        return {
+            "records": {k: [r.graded, r.passed] for k, r in self.records.items() if r.graded},
+            "order": self._order, "passes": self._passes, "credit": self.credit,
+            "lifted": self.lifted,
+        }  # fmt: skip
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back :meth:`state` of a sampler with the same sets."""
+        records = state["records"]
+        if set(records) - set(self.records) or set(state["order"]) != set(self.sets):
+            raise ValueError("the saved sampler state names other tasks or sets")
+        for key, (graded, passed) in records.items():
+            self.records[key] = TaskRecord(int(graded), int(passed))
+        self._order = {n: list(ks) for n, ks in state["order"].items()}
+        self._passes = {n: int(v) for n, v in state["passes"].items()}
+        self.credit = {n: float(v) for n, v in state["credit"].items()}
+        self.lifted = [int(s) for s in state["lifted"]]
 
     def skipped(self, key: str) -> bool:
         """A task the curriculum skips: graded often enough, and always or never passed."""
