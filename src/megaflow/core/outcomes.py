@@ -63,9 +63,14 @@ GLOSSARY: dict[str, str] = {
     "it ran into); cancelled tasks are counted apart, never as done.",
     "resolved share": "resolved samples / all samples of the arm (an ungraded sample "
     "counts as not resolved); no share, a dash, while nothing is graded.",
-    "driver gone": "the process that drove an embedded run died (its run lock is free, "
-    "or its driver lease ended) "
-    "while tasks were unfinished: they will not move until `megaflow run --resume`.",
+    "driver gone": "the process that drove a run died (an embedded run's run lock is free, "
+    "or its driver lease ended; a submitted run's scheduler service stopped or was killed) "
+    "while tasks were unfinished: they will not move until `megaflow run --resume` (or the "
+    "scheduler service is started again).",
+    "retried": "the dashboard's word for an earlier attempt of a task that was tried again "
+    "(its trajectory page shows that attempt's own error, no reward); the task's outcome is "
+    "its last attempt's. Not the state *retrying*, which a task is in while it waits for its "
+    "next attempt.",
 }
 """The one meaning of each word the command line, dashboard and exports use."""
 
