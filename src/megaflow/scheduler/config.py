@@ -68,6 +68,13 @@ class LearnedPolicyConfig(_Cfg):
         description="Least slack of the wait bound, and the slack before any run "
         "time is known (seconds).",
     )
+    wait_backlog: float = Field(
+        1.0,
+        gt=0,
+        description="At most this many due tasks (those the fair policy would have "
+        "started by now) wait per instance; beyond it the earliest deadline is placed "
+        "before it passes, so that a backlog of due tasks cannot push deadlines back.",
+    )
     record: bool = Field(
         True,
         description="Record each decision (the candidates' features, the choice) and how its "

@@ -72,6 +72,7 @@ class LearnedPolicy(SchedulingPolicy):
         chooser: Chooser | None = None,
         wait_bound: float | None = 1.0,
         wait_floor_s: float = 60.0,
+        wait_backlog: float | None = 1.0,
     ) -> None:
         """``wait_bound``: a waiting task is placed ahead of the network's choice once it
         has waited this many expected run times (at least ``wait_floor_s``) beyond the
@@ -98,7 +99,8 @@ class LearnedPolicy(SchedulingPolicy):
         )
         self.bound: WaitBound | None = None
         if wait_bound is not None:
-            self.bound = WaitBound(wait_bound, wait_floor_s, self.estimates.predict, self._waiting)
+            self.bound = WaitBound(wait_bound, wait_floor_s, self.estimates.predict, self._waiting,
+                                   backlog=wait_backlog)  # fmt: skip
         self.forced = 0
         """Placements made by the wait bound instead of the network."""
 
@@ -167,12 +169,10 @@ class LearnedPolicy(SchedulingPolicy):
             oldest = heapq.nsmallest(half, out, key=lambda kt: kt[1].seq)
             taken = {k for k, _ in oldest}
             rest = [kt for kt in out if kt[0] not in taken]
-            work = self._cheap_work
-            out = oldest + heapq.nsmallest(self.max_classes - half, rest, key=work)
+            out = oldest + heapq.nsmallest(
+                self.max_classes - half, rest, key=lambda kt: self.class_work(kt[0])
+            )
         return out
-
-    def _cheap_work(self, kt: tuple[_Key, PendingTask]) -> float:
-        return self.class_work(kt[0])
 
     def class_work(self, key: _Key) -> float:
         """CPU x predicted run time of a class; 0 before any estimate (so it is tried)."""
@@ -265,9 +265,9 @@ class LearnedPolicy(SchedulingPolicy):
         A round looks at up to ``limit + 64`` of them."""
         assert self.bound is not None
         later: list[PendingTask] = []
-        looked = 0
+        looked, most = 0, self.bound.most_due(len(region.instances))
         while len(out) < limit and looked < limit + 64:
-            task = self.bound.take_overdue(self.now)
+            task = self.bound.take_overdue(self.now, most)
             if task is None:
                 break
             looked += 1
@@ -278,9 +278,10 @@ class LearnedPolicy(SchedulingPolicy):
             if head is None or inst is None or not admit(head, inst):
                 blocked.add(key)
                 if inst is None:
-                    got = region.hold(task.spec.resources)
+                    got = region.hold(task.spec.resources, self.bound.reserved.get(task.id))
                     if got is not None:
                         held.append(got)
+                        self.bound.reserved[task.id] = got.id
                 continue
             later.pop()
             if head is not task:
@@ -346,9 +347,11 @@ class LearnedPolicy(SchedulingPolicy):
 def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
     """Reads the checkpoint once; every queue gets its own policy over the same weights."""
     net = read_checkpoint(cfg.checkpoint)
-    greedy, seed, bound, floor = cfg.greedy, cfg.seed, cfg.wait_bound, cfg.wait_floor_s
 
     def make(**_: Any) -> SchedulingPolicy:
-        return LearnedPolicy(net, greedy=greedy, seed=seed, wait_bound=bound, wait_floor_s=floor)
+        return LearnedPolicy(
+            net, greedy=cfg.greedy, seed=cfg.seed, wait_bound=cfg.wait_bound,
+            wait_floor_s=cfg.wait_floor_s, wait_backlog=cfg.wait_backlog,
+        )  # fmt: skip
 
     return make

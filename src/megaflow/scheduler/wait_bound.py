@@ -28,6 +28,7 @@ deadlines. The shadow costs a heap push per arrival and a pop per start.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,12 +55,15 @@ class WaitBound:
         expected: Callable[[TaskSpec], float | None],
         waiting: Callable[[PendingTask], bool],
         fair_key: str = "run",
+        backlog: float | None = 1.0,
     ) -> None:
         """``expected(spec)`` is the expected run time (None when unknown);
-        ``waiting(task)`` says whether the task still waits in the real queue."""
-        if multiple <= 0 or floor_s < 0:
-            raise ValueError(f"a wait bound needs multiple > 0 and floor_s >= 0, got "
-                             f"{multiple} and {floor_s}")  # fmt: skip
+        ``waiting(task)`` says whether the task still waits in the real queue;
+        ``backlog``: at most this many due tasks per instance wait (None: no limit)."""
+        if multiple <= 0 or floor_s < 0 or (backlog is not None and backlog <= 0):
+            raise ValueError(f"a wait bound needs multiple > 0, floor_s >= 0 and backlog > 0, "
+                             f"got {multiple}, {floor_s} and {backlog}")  # fmt: skip
+        self.backlog = backlog
         self.multiple = multiple
         self.floor_s = floor_s
         self._expected = expected
@@ -68,6 +72,8 @@ class WaitBound:
         self._heap: list[tuple[float, int, PendingTask]] = []
         self.due: dict[str, Due] = {}
         """Waiting tasks that are due, by id (dropped once placed)."""
+        self.reserved: dict[str, str] = {}
+        """Overdue tasks that fit nowhere: the instance held for each, by task id."""
 
     def arrived(self, task: PendingTask) -> None:
         self._shadow.push(task)
@@ -87,19 +93,32 @@ class WaitBound:
                 heapq.heappush(self._heap, (due.deadline, task.seq, task))
             return
 
+    def most_due(self, instances: int) -> int | None:
+        """How many due tasks may wait on a fleet of ``instances`` (None: any number)."""
+        if self.backlog is None:
+            return None
+        return math.ceil(self.backlog * max(1, instances))
+
     def placed(self, task: PendingTask) -> None:
         self.due.pop(task.id, None)
+        self.reserved.pop(task.id, None)
 
-    def take_overdue(self, now: float) -> PendingTask | None:
+    def take_overdue(self, now: float, most_due: int | None = None) -> PendingTask | None:
         """The waiting task with the earliest passed deadline, taken out of the overdue
-        order (:meth:`put_back` returns one that could not be placed yet)."""
+        order (:meth:`put_back` returns one that could not be placed yet). While more
+        than ``most_due`` tasks are due, the earliest deadline goes even if it has not
+        passed yet: the backlog of due tasks is what makes a deadline unreachable."""
+        if most_due is None:
+            most_due = len(self.due)
         heap = self._heap
         while heap:
             deadline, _, task = heap[0]
             if not self._waiting(task) or task.id not in self.due:
                 heapq.heappop(heap)  # placed or cancelled since
+                self.due.pop(task.id, None)
+                self.reserved.pop(task.id, None)
                 continue
-            if deadline > now:
+            if deadline > now and len(self.due) <= most_due:
                 return None
             heapq.heappop(heap)
             return task
