@@ -75,7 +75,7 @@ def serve_model(
     elif play:
         if play not in ("gold", "empty"):
             fail(f"--play must be 'gold' or 'empty', not {play!r}")
-        cfg.model = ReplayModelConfig(play=play)  # type: ignore[arg-type]
+        cfg.model = ReplayModelConfig(play=play)
     if host is not None:
         cfg.host = host
     if port is not None:
