@@ -171,13 +171,7 @@ def not_yet(request: pytest.FixtureRequest, why: str, *runtimes: str) -> None:
         request.node.add_marker(pytest.mark.xfail(strict=True, reason=why))
 
 
-KUBE_GAP = "the kubernetes runtime's pods are not yet under the local seccomp policy"
-
-
-async def test_no_new_user_namespace_and_no_mount(
-    target: Target, request: pytest.FixtureRequest
-) -> None:
-    not_yet(request, KUBE_GAP, "kubernetes")
+async def test_no_new_user_namespace_and_no_mount(target: Target) -> None:
     async with await target.runtime.create(target.spec(**SPEC)) as sb:
         attack = await sb.exec(["sh", "-c", ESCAPE, "/tmp/m"])
         assert "ESCAPED" not in attack.stdout, attack
@@ -206,10 +200,7 @@ async def _written(target: Target, **resources: int) -> dict[str, int]:
     return {d: int(n) for d, n in got.items()}
 
 
-async def test_disk_mb_bounds_every_writable_path(
-    target: Target, request: pytest.FixtureRequest
-) -> None:
-    not_yet(request, "the kubernetes runtime bounds no path by disk_mb yet", "kubernetes")
+async def test_disk_mb_bounds_every_writable_path(target: Target) -> None:
     unbounded = await _written(target)  # the attack takes 32 MiB where nothing bounds it
     assert unbounded["."] == 32 << 20, unbounded
     bounded = await _written(target, disk_mb=8)

@@ -1,4 +1,5 @@
-"""``megaflow sandbox``: a shell in a local sandbox, and listing and cleaning up sandboxes."""
+"""``megaflow sandbox``: a shell in a local sandbox, listing and cleaning up sandboxes, and
+the seccomp profile Kubernetes nodes need for sandbox pods."""
 
 from __future__ import annotations
 
@@ -198,6 +199,23 @@ def gc(
     console.print(
         f"removed {removed} orphaned sandbox(es)" + (" and the image cache" if images else "")
     )
+
+
+@app.command("seccomp-profile")
+def seccomp_profile(
+    network: str = typer.Option("none", help="none | loopback: the sandboxes' network."),
+    arch: str = typer.Option(None, help="The node's machine (x86_64, aarch64); default: this one."),
+) -> None:
+    """Print the sandboxes' seccomp profile (JSON) for a Kubernetes node: save it as
+    <kubelet seccomp root>/<seccomp_profiles>/<network>.json (docs/kubernetes.md)."""
+    from megaflow.environment.kubernetes.profiles import NETWORKS, profile_json
+
+    if network not in NETWORKS:
+        fail(f"--network {network!r}: a sandbox pod's network is one of {', '.join(NETWORKS)}")
+    try:
+        typer.echo(profile_json(network, arch), nl=False)
+    except MegaFlowError as e:
+        fail(str(e))
 
 
 @app.command("swerex")

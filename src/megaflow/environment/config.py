@@ -186,6 +186,14 @@ class KubernetesRuntimeConfig(_Cfg):
         "disk_mb, empty at start); 'image': the image's own workdir, for images that carry "
         "their repository there (it must be writable by run_as_user).",
     )
+    seccomp_profiles: str | None = Field(
+        "megaflow",
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$",
+        description="Folder under each node's kubelet seccomp root (/var/lib/kubelet/seccomp) "
+        "holding the sandboxes' seccomp profiles, none.json and loopback.json (`megaflow "
+        "sandbox seccomp-profile`); pods name them as Localhost profiles. None: the "
+        "RuntimeDefault profile, which may let a root process make user namespaces and mount.",
+    )
     runtime_class: str | None = Field(
         None, description="RuntimeClass of the sandbox pods (gVisor, Kata); None: the default."
     )

@@ -1,16 +1,19 @@
 """Sandbox pods run by Podman, exec'd through the real client's websocket stream.
 
 No API server or kubelet can run here. This stand-in goes one step past the
-recorded fake (``fake_api``): :class:`PodmanCoreV1Api` plays each pod the
-runtime creates with ``podman kube play`` (the runtime's own pod spec, less
-its owner reference, which only an API server resolves), reads its state
-back with ``podman inspect``, and deletes it with ``podman kube play
---down``; ConfigMaps stay in memory. Execs go through the official client
-for real: ``kubernetes.stream.stream`` opens a websocket to
-:class:`ExecServer`, which speaks the API server's channel protocol (v4 or
-v5, as the test asks) and runs the command with ``podman exec`` in the
-pod's container, streaming stdin, stdout, stderr and the exit status as
-channel frames. What stays untested: the real API server and kubelet.
+recorded fake (``fake_api``): :class:`PodmanCoreV1Api` runs each pod the
+runtime creates as a kubelet would, with Podman (:mod:`podman_pods`: the
+security context, seccomp profile, volumes and limits honoured, an unknown
+field refused), on a node whose kubelet seccomp root holds the sandboxes'
+profiles (:func:`provision_node`); reads its state back with ``podman
+inspect`` (a container that could not be made waits with the kubelet's
+reason) and deletes it with ``podman pod rm``; ConfigMaps stay in memory.
+Execs go through the official client for real: ``kubernetes.stream.stream``
+opens a websocket to :class:`ExecServer`, which speaks the API server's
+channel protocol (v4 or v5, as the test asks) and runs the command with
+``podman exec`` in the pod's container, streaming stdin, stdout, stderr and
+the exit status as channel frames. What stays untested: the real API server
+and kubelet.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import socket
 import socketserver
 import struct
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,9 @@ from urllib.parse import parse_qs, urlparse
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from megaflow.environment.kubernetes.profiles import NETWORKS, profile_json
 from tests.environment.kubernetes.fake_api import FakeCoreV1Api, FakePod
+from tests.environment.kubernetes.podman_pods import NotCreated, PodPlan, Refused, plan
 from tests.fixtures.podman import PodmanService
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -179,70 +186,129 @@ class _ExecHandler(socketserver.BaseRequestHandler):
             proc.terminate()
 
 
-class PodmanCoreV1Api(FakeCoreV1Api):
-    """The recorded fake, with pods played by Podman and execs over a real websocket."""
+def provision_node(seccomp_root: Path, folder: str = "megaflow") -> None:
+    """What an operator does on each node (docs/kubernetes.md): the sandboxes'
+    seccomp profiles, in ``folder`` under the kubelet's seccomp root."""
+    (seccomp_root / folder).mkdir(parents=True, exist_ok=True)
+    for network in NETWORKS:
+        (seccomp_root / folder / f"{network}.json").write_text(profile_json(network))
 
-    def __init__(self, podman: PodmanService, exec_server: ExecServer, workdir: Path) -> None:
+
+class PodmanCoreV1Api(FakeCoreV1Api):
+    """The recorded fake, with pods run by Podman (:mod:`podman_pods`) and execs over a
+    real websocket. ``seccomp_root`` is the node's kubelet seccomp root; by default a
+    folder of ``workdir`` provisioned with the sandboxes' profiles."""
+
+    def __init__(
+        self,
+        podman: PodmanService,
+        exec_server: ExecServer,
+        workdir: Path,
+        seccomp_root: Path | None = None,
+    ) -> None:
         super().__init__()
         self.podman, self.workdir = podman, workdir
+        if seccomp_root is None:
+            seccomp_root = workdir / "kubelet-seccomp"
+            provision_node(seccomp_root)
+        self.seccomp_root = seccomp_root
         self.api_client = k8s.ApiClient(k8s.Configuration(host=exec_server.url))
         self._real = k8s.CoreV1Api(self.api_client)
-
-    def _kube(self, name: str) -> Path:
-        return self.workdir / f"{name}.yaml"
-
-    def _down(self, name: str) -> None:
-        r = self.podman.podman("kube", "play", "--down", str(self._kube(name)), timeout=120)
-        assert r.returncode == 0, r.stderr
-        self._kube(name).unlink()
+        self.plans: dict[str, PodPlan] = {}  # pods running in Podman
+        self._waiting: dict[str, NotCreated] = {}  # pods whose container could not be made
+        self._started: dict[str, float] = {}
 
     def create_namespaced_pod(self, namespace: str, body: Any, **kw: Any) -> Any:
         self._record("create_namespaced_pod", namespace, body, **kw)
         wire = self._valid(body, k8s.V1Pod)
-        wire["metadata"].pop("ownerReferences")  # only an API server resolves an owner
-        wire["metadata"].pop("namespace")
         name = body.metadata.name
-        self._kube(name).write_text(json.dumps(wire))
-        r = self.podman.podman("kube", "play", "--network", "none", str(self._kube(name)))
-        if r.returncode != 0:
-            self._down(name)
-            raise ApiException(status=500, reason=r.stderr.strip())
         made = body.model_copy(deep=True)
         made.metadata.uid = str(uuid.uuid4())
         made.status = k8s.V1PodStatus(phase="Pending")
+        try:
+            played = plan(wire, seccomp_root=self.seccomp_root, node_dir=self.workdir / name)
+            self._play(played)
+        except Refused as e:
+            raise ApiException(status=422, reason=f"Pod {name!r} is invalid: {e}") from e
+        except NotCreated as e:
+            self._waiting[name] = e
         self.pods[name] = FakePod(made)
         return made
+
+    def _play(self, played: PodPlan) -> None:
+        """The pod and its container, running; ``NotCreated`` when Podman refuses."""
+        played.make_dirs()
+        for args in (played.pod_args, played.run_args):
+            r = self.podman.podman(*args, timeout=120)
+            if r.returncode != 0:
+                self._down(played)
+                raise NotCreated("CreateContainerError", r.stderr.strip())
+        self.plans[played.name] = played
+        self._started[played.name] = time.monotonic()
+
+    def _down(self, played: PodPlan) -> None:
+        r = self.podman.podman(
+            "pod", "rm", "--force", "--time", str(played.grace_s), played.name, timeout=120
+        )
+        assert r.returncode == 0 or "no pod with name" in r.stderr, r.stderr
+        shutil.rmtree(self.workdir / played.name, ignore_errors=True)  # its node dirs
 
     def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> Any:
         self._record("read_namespaced_pod", name, namespace, **kw)
         pod = self.pods.get(name)
         if pod is None:
             raise self._gone(f"pod {name}")
-        r = self.podman.podman("inspect", "--format", "{{.State.Status}}", f"{name}-sandbox")
+        status = pod.body.status
+        waiting = self._waiting.get(name)
+        if waiting is not None:
+            state = k8s.V1ContainerState(
+                waiting=k8s.V1ContainerStateWaiting(reason=waiting.reason, message=waiting.message)
+            )
+            status.container_statuses = [self._status(state, running=False)]
+            return pod.body
+        played = self.plans[name]
+        age = time.monotonic() - self._started[name]
+        if played.deadline_s is not None and age > played.deadline_s and not status.reason:
+            self.podman.podman("pod", "stop", "--time", "0", name, timeout=120)
+            status.reason = "DeadlineExceeded"
+        r = self.podman.podman("inspect", "--format", "{{.State.Status}}", played.container)
         state = r.stdout.strip()
         running = state == "running"
-        pod.body.status.phase = {"running": "Running", "exited": "Failed"}.get(state, "Pending")
-        pod.body.status.container_statuses = [
-            k8s.V1ContainerStatus(
-                name="sandbox", image="i", image_id="", ready=running, restart_count=0,
-                state=k8s.V1ContainerState(running=k8s.V1ContainerStateRunning())
+        status.phase = {"running": "Running", "exited": "Failed"}.get(state, "Pending")
+        status.container_statuses = [
+            self._status(
+                k8s.V1ContainerState(running=k8s.V1ContainerStateRunning())
                 if running else k8s.V1ContainerState(),
+                running=running,
             )
         ]  # fmt: skip
         return pod.body
+
+    @staticmethod
+    def _status(state: k8s.V1ContainerState, *, running: bool) -> k8s.V1ContainerStatus:
+        return k8s.V1ContainerStatus(
+            name="sandbox", image="i", image_id="", ready=running, restart_count=0, state=state
+        )
 
     def delete_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> Any:
         self._record("delete_namespaced_pod", name, namespace, **kw)
         if self.pods.pop(name, None) is None:
             raise self._gone(f"pod {name}")
-        self._down(name)
+        self._gone_from_node(name)
         return k8s.V1Status(status="Success")
+
+    def _gone_from_node(self, name: str) -> None:
+        self._waiting.pop(name, None)
+        self._started.pop(name, None)
+        played = self.plans.pop(name, None)
+        if played is not None:
+            self._down(played)
 
     def delete_namespaced_config_map(self, name: str, namespace: str, **kw: Any) -> Any:
         before = set(self.pods)
         status = super().delete_namespaced_config_map(name, namespace, **kw)
         for gone in before - set(self.pods):  # the garbage collector's part
-            self._down(gone)
+            self._gone_from_node(gone)
         return status
 
     def connect_get_namespaced_pod_exec(self, name: str, namespace: str, **kw: Any) -> Any:

@@ -6,9 +6,12 @@ limits from the sandbox's resources, labels naming the runtime
 exact values (run id, holder, deadline, creator) as annotations, an
 ``activeDeadlineSeconds`` past the spec's ``ttl_s``, an ownerReference to the
 run's owner ConfigMap (:func:`run_owner`), and a locked-down security
-context. :func:`from_pod` rebuilds a :class:`SandboxInfo` from a listed pod
-and :func:`stale` decides from the pod alone whether the reaper removes it,
-so both work from the API server's state, also after a crash.
+context (:mod:`~megaflow.environment.kubernetes.security`: the sandboxes'
+seccomp profile, dropped capabilities, and with ``disk_mb`` a read-only root
+and sized volumes on every writable path). :func:`from_pod` rebuilds a
+:class:`SandboxInfo` from a listed pod and :func:`stale` decides from the
+pod alone whether the reaper removes it, so both work from the API server's
+state, also after a crash.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from megaflow.core.errors import SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec, SandboxInfo
 from megaflow.environment.config import KubernetesRuntimeConfig
 from megaflow.environment.container.labels import populates
-from megaflow.environment.container.scripts import KEEPER_SCRIPT, STATE_DIR
+from megaflow.environment.container.scripts import KEEPER_SCRIPT
+from megaflow.environment.kubernetes.security import container_security, writable_volumes
 
 CONTAINER = "sandbox"
 OWNER = "megaflow.io/owner"
@@ -144,10 +148,7 @@ def sandbox_pod(
     }  # fmt: skip
     uid = config.run_as_user
     non_root = uid is not None
-    own_dir = config.workspace == "volume"
-    workspace = k8s.V1EmptyDirVolumeSource(
-        size_limit=f"{spec.resources.disk_mb}Mi" if spec.resources.disk_mb else None
-    )
+    volumes, mounts = writable_volumes(config, spec)
     container = k8s.V1Container(
         name=CONTAINER,
         image=image_of(config, spec),
@@ -157,17 +158,8 @@ def sandbox_pod(
         working_dir=spec.workdir,
         env=[k8s.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())],
         resources=_quantities(config, spec),
-        security_context=k8s.V1SecurityContext(
-            allow_privilege_escalation=False,
-            privileged=False,
-            capabilities=k8s.V1Capabilities(drop=["ALL"]) if non_root else None,
-            run_as_non_root=True if non_root else None,
-            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
-        ),
-        volume_mounts=[
-            *([k8s.V1VolumeMount(name="workspace", mount_path=spec.workdir)] if own_dir else []),
-            k8s.V1VolumeMount(name="state", mount_path=STATE_DIR),
-        ],
+        security_context=container_security(config, spec),
+        volume_mounts=mounts,
     )
     return k8s.V1Pod(
         api_version="v1",
@@ -212,10 +204,7 @@ def sandbox_pod(
                 fs_group=uid,
                 run_as_non_root=True if non_root else None,
             ),
-            volumes=[
-                *([k8s.V1Volume(name="workspace", empty_dir=workspace)] if own_dir else []),
-                k8s.V1Volume(name="state", empty_dir=k8s.V1EmptyDirVolumeSource()),
-            ],
+            volumes=volumes,
         ),
     )
 

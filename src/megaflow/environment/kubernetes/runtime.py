@@ -49,8 +49,9 @@ from megaflow.monitoring.environment import EnvironmentMetrics
 
 POLL_S = (0.05, 1.0)  # first and longest pause between reads of a starting pod
 FAILED_WAITING = {
-    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-    "CreateContainerError", "RunContainerError", "CrashLoopBackOff",
+    "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+    "CrashLoopBackOff",
 }  # fmt: skip
 
 
@@ -210,9 +211,8 @@ class KubernetesRuntime(Runtime):
                     return
                 waiting = cs.state.waiting
                 if waiting is not None and waiting.reason in FAILED_WAITING:
-                    raise SandboxStartError(
-                        f"sandbox pod {name}: {waiting.reason}: {waiting.message or ''}".strip()
-                    )
+                    why = f"sandbox pod {name}: {waiting.reason}: {waiting.message or ''}"
+                    raise SandboxStartError(why.strip() + self._hint(waiting.message or ""))
             if time.monotonic() > deadline:
                 raise SandboxStartError(
                     f"sandbox pod {name} did not run within start_timeout_s="
@@ -220,6 +220,17 @@ class KubernetesRuntime(Runtime):
                 )
             await asyncio.sleep(pause)
             pause = min(pause * 2, POLL_S[1])
+
+    def _hint(self, message: str) -> str:
+        """What to do about a start error the node's set-up causes."""
+        if "seccomp" not in message or self.config.seccomp_profiles is None:
+            return ""
+        return (
+            f"; every node needs the sandbox seccomp profiles under its kubelet seccomp root, "
+            f"in {self.config.seccomp_profiles}/ (write them with `megaflow sandbox "
+            "seccomp-profile`, see docs/kubernetes.md), or set seccomp_profiles: null in the "
+            "kubernetes runtime config for the runtime's default profile"
+        )
 
     async def _populate(self, sandbox: KubernetesSandbox, spec: EnvironmentSpec) -> None:
         """Files, repo and setup commands; then the snapshot that ``reset`` restores."""
