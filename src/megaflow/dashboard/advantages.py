@@ -81,6 +81,15 @@ def run_estimator(config: dict[str, Any]) -> Estimator:
     return Estimator(cfg.type, _describe(cfg), notes, fn=fn)
 
 
+def warm_up() -> None:
+    """Import torch and the built-in estimators (seconds on a busy host), so the first
+    trajectory page does not wait for them; nothing when the train extra is missing."""
+    try:
+        from megaflow.train.algorithms import advantages  # noqa: F401
+    except ImportError:
+        pass
+
+
 def step_of(group: str) -> str | None:
     """The step round of a train group id (``<run>/<inc>.s00003.<task>`` ->
     ``<run>/<inc>.s00003.``), or None when the id names no round."""

@@ -264,9 +264,13 @@ async def serve(
     when ``port`` is 0) and a client connecting right away waits in the backlog.
     """
     import socket
+    import threading
 
     import uvicorn
 
+    from megaflow.dashboard.advantages import warm_up
+
+    threading.Thread(target=warm_up, name="dashboard warm-up", daemon=True).start()
     sock = socket.create_server((host, port))
     try:
         async with meta, artifacts:

@@ -14,6 +14,7 @@ names, applied to the rewards of the sample's whole step
 
 from __future__ import annotations
 
+import asyncio
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -123,8 +124,10 @@ async def _group_and_neighbours(
         if g == gid or (step is not None and g.startswith(step) and r.spec.type is rec.spec.type):
             groups.setdefault(g, []).append(r)
     rewards = {g: [_reward(r, results.get(r.id)) for r in rs] for g, rs in groups.items()}
-    est = run_estimator((await meta.get_run(rec.spec.run_id)).config)
-    advs = step_advantages(est, list(rewards.values()))
+    config = (await meta.get_run(rec.spec.run_id)).config
+    # torch's first import takes seconds: off the event loop, which serves every page
+    est = await asyncio.to_thread(run_estimator, config)
+    advs = await asyncio.to_thread(step_advantages, est, list(rewards.values()))
     mine = advs[list(groups).index(gid)] if advs is not None else [None] * len(groups[gid])
     rows = [
         {"task": r.id, "outcome": outcome(r.state, results.get(r.id)), "reward": rw,
