@@ -59,7 +59,7 @@ def _missing_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
     if cfg.train is not None:
         paths += [
             ("train.train_split.path", cfg.train.train_split.path),
-            ("train.held_out.path", cfg.train.held_out.path),
+            *cfg.train.held_out_paths(),
         ]
     out = []
     for field, given in paths:

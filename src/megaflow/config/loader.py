@@ -34,11 +34,15 @@ def _user_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
     """Drop the tag elements pydantic adds for tagged unions.
 
     pydantic reports ``runtime.local.bogus`` where the user wrote
-    ``runtime: {type: local, bogus: 1}``; walk the input to find such tags.
+    ``runtime: {type: local, bogus: 1}``; walk the input to find such tags. A tag
+    that tells forms of a field apart by their shape rather than by a ``type``
+    (``train.held_out``) starts with ``~``, which no field name does.
     """
     out: list[int | str] = []
     node = data
     for part in loc:
+        if isinstance(part, str) and part.startswith("~"):
+            continue  # a union tag of a field's shape
         if isinstance(node, dict) and isinstance(part, str) and part not in node:
             if node.get("type") == part:
                 continue  # a union tag, not a field the user wrote

@@ -12,12 +12,26 @@ Like every config section this imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 
+from megaflow.grading.config import LeafGraderConfig
 from megaflow.train.config import TrainerConfig
-from megaflow.train.task_sets import CurriculumConfig, TaskSetConfig, unique_names
+from megaflow.train.task_sets import (
+    CurriculumConfig,
+    SetSourceConfig,
+    TaskSetConfig,
+    unique_names,
+)
 from megaflow.train.weight_sync.config import InProcessSyncConfig, WeightSyncConfig
 
 
@@ -40,6 +54,71 @@ class SplitConfig(_Cfg):
     limit: int | None = Field(None, ge=1, description="Only the first N instances.")
 
 
+class HeldOutConfig(SplitConfig):
+    """What a run evaluates: without a ``name``, a split of SWE-bench-style instances
+    graded by the run's ``grading`` (``{path, instances, exclude, limit}``); with one, a
+    task set as a ``train.sets`` entry is (without weight), graded by its own
+    ``grading``, whose figures the held-out rounds report by that name."""
+
+    name: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$",
+        description="Makes this a held-out task set, reported by this name (lower case, "
+        "digits, - _); needed with a type other than swebench, a grading or in a list.",
+    )
+    type: Literal["swebench", "harbor", "jsonl"] = Field(
+        "swebench",
+        description="swebench: SWE-bench-style instances; harbor: a Harbor folder or "
+        "converted file; jsonl: one task a line, {id, payload} (as in train.sets).",
+    )
+    grading: LeafGraderConfig | None = Field(
+        None,
+        description="How the set's tasks are graded; the run's grading if None (script for "
+        "a harbor set).",
+    )
+
+    @model_validator(mode="after")
+    def _a_set_is_named(self) -> HeldOutConfig:
+        if self.name is None and (self.type != "swebench" or self.grading is not None):
+            raise ValueError(
+                "a held-out set with its own type or grading needs a name (its figures go by it)"
+            )
+        if self.name is not None and self.path is None:
+            raise ValueError(f"held-out set {self.name!r} needs a path")
+        return self
+
+    def source(self) -> SetSourceConfig:
+        """The set to load, as a train set's (:func:`megaflow.app.training.mixed.load_set`)."""
+        assert self.name is not None
+        assert self.path is not None
+        return SetSourceConfig(
+            name=self.name, type=self.type, path=self.path, limit=self.limit, grading=self.grading
+        )
+
+
+def _all_named(sets: list[HeldOutConfig]) -> list[HeldOutConfig]:
+    unnamed = [n for n, s in enumerate(sets) if s.name is None]
+    if unnamed:
+        raise ValueError(f"entry {unnamed[0]} has no name: each held-out set in a list needs one")
+    unique_names([s.name for s in sets if s.name is not None], "held_out")
+    return sets
+
+
+def _held_out_form(value: Any) -> str:
+    """One held-out split or set, or a list of sets. The tags start with ``~`` so that
+    a config error names the field as the user wrote it (``megaflow.config.loader``
+    leaves such tags out of the path)."""
+    return "~list" if isinstance(value, list) else "~one"
+
+
+HeldOut = Annotated[
+    Annotated[HeldOutConfig, Tag("~one")]
+    | Annotated[list[HeldOutConfig], Field(min_length=1), AfterValidator(_all_named), Tag("~list")],
+    Discriminator(_held_out_form),
+]
+"""``train.held_out``: one :class:`HeldOutConfig`, or a list of named ones."""
+
+
 class TrainingConfig(TrainerConfig):
     """The closed loop: rollouts -> GRPO step -> new weights to the rollout backend.
     The trainer's own fields (optimizer, loss, checkpoints) sit beside the loop's."""
@@ -47,7 +126,11 @@ class TrainingConfig(TrainerConfig):
     train_split: SplitConfig = Field(
         default_factory=SplitConfig, description="The prompts trained on; the run's tasks."
     )
-    held_out: SplitConfig = Field(description="The split evaluated (never trained on).")
+    held_out: HeldOut = Field(
+        description="What is evaluated (never trained on): a split of SWE-bench-style "
+        "instances ({path, instances, exclude, limit}), or a named task set or a list of "
+        "them as in `sets` (without weight), each graded by its own grading."
+    )
     sets: list[TaskSetConfig] | None = Field(
         None,
         min_length=1,
@@ -142,7 +225,7 @@ class TrainingConfig(TrainerConfig):
 
     @model_validator(mode="after")
     def _sets(self) -> TrainingConfig:
-        unique_names(self.sets)
+        unique_names([s.name for s in self.sets or []], "sets")
         if self.sets is None and self.curriculum is not None:
             raise ValueError("curriculum applies with sets only")
         if self.sets is not None and self.train_split != SplitConfig():
@@ -150,6 +233,21 @@ class TrainingConfig(TrainerConfig):
         if self.sets is not None and self.algorithm.dynamic_sampling:
             raise ValueError("sets do not refill filtered groups: turn dynamic_sampling off")
         return self
+
+    def held_out_sets(self) -> list[HeldOutConfig]:
+        """The held-out task sets; none when ``held_out`` is a split of instances."""
+        if isinstance(self.held_out, list):
+            return self.held_out
+        return [] if self.held_out.name is None else [self.held_out]
+
+    def held_out_paths(self) -> list[tuple[str, str | None]]:
+        """(config field, path) of each file or folder the held-out split names."""
+        held = self.held_out if isinstance(self.held_out, list) else [self.held_out]
+        return [(f"{self.held_out_field(n)}.path", h.path) for n, h in enumerate(held)]
+
+    def held_out_field(self, n: int) -> str:
+        """The config field of held-out set ``n``: ``train.held_out`` or ``train.held_out[n]``."""
+        return f"train.held_out[{n}]" if isinstance(self.held_out, list) else "train.held_out"
 
     @property
     def ahead(self) -> int:

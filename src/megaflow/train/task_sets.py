@@ -8,16 +8,20 @@
         - {name: qa, type: jsonl, path: qa.jsonl, weight: 0.5,
            grading: {type: python, function: mypkg.rewards.exact_match}}
       curriculum: {min_attempts: 4}
+      held_out: {name: qa-eval, type: jsonl, path: qa-eval.jsonl,
+                 grading: {type: python, function: mypkg.rewards.exact_match}}
 
 Without ``sets`` a run trains on its ``train_split`` as before. With them,
 each step's prompts are drawn from the sets by weight, each set graded by
 its own ``grading`` (the run's when it names none); a GRPO group is always
-the samples of one task. The sampler is :mod:`megaflow.app.training.sampler`.
+the samples of one task. ``held_out`` takes the same kinds of set (one, or a
+list), each graded by its own grader too. The sampler is :mod:`megaflow.app.training.sampler`.
 Like every config section this imports neither torch nor transformers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from megaflow.grading.config import LeafGraderConfig
 
 
-class TaskSetConfig(BaseModel):
-    """One task set of a mixed train run."""
+class SetSourceConfig(BaseModel):
+    """Where a task set comes from and how its tasks are graded: a train set
+    (:class:`TaskSetConfig`), or a held-out set (``train.held_out`` with a ``name``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,11 +47,23 @@ class TaskSetConfig(BaseModel):
     path: str = Field(
         min_length=1, description="The set's file or folder (relative to the config)."
     )
-    weight: float = Field(1.0, gt=0, le=1e6, description="The set's share of each step's prompts.")
     limit: int | None = Field(None, ge=1, description="Only the first N tasks of the set.")
     grading: LeafGraderConfig | None = Field(
         None, description="How the set's tasks are graded; the run's grading if None."
     )
+
+
+class TaskSetConfig(SetSourceConfig):
+    """One task set of a mixed train run."""
+
+    weight: float = Field(1.0, gt=0, le=1e6, description="The set's share of each step's prompts.")
+
+
+def held_out_grader_key(name: str) -> str:
+    """The ``sets`` grader's key of held-out set ``name``: apart from the train sets'
+    keys (a set name holds no dot), so a held-out set may share a train set's name
+    and still be graded by its own grader."""
+    return f"held_out.{name}"
 
 
 class CurriculumConfig(BaseModel):
@@ -70,12 +87,8 @@ class CurriculumConfig(BaseModel):
     )
 
 
-def unique_names(sets: list[TaskSetConfig] | None) -> list[TaskSetConfig] | None:
-    """The sets, refused when two share a name (their figures would merge)."""
-    if sets is None:
-        return None
-    names = [s.name for s in sets]
+def unique_names(names: Sequence[str], field: str) -> None:
+    """Refuse sets of which two share a name (their figures would merge)."""
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ValueError(f"set name(s) used twice: {', '.join(twice)}")
-    return sets
+        raise ValueError(f"{field}: set name(s) used twice: {', '.join(twice)}")

@@ -89,6 +89,12 @@ class EvalPoint(BaseModel):
     greedy_malformed: float | None = Field(
         None, description="Share of graded greedy answers with a malformed model turn."
     )
+    sets: dict[str, dict[str, float | int | None]] | None = Field(
+        None,
+        description="Held-out task sets (train.held_out as sets): each set's samples and "
+        "masked, reward_mean (pass@1) with ci_low and ci_high, pass_at_k, malformed and, "
+        "with eval_greedy, greedy and greedy_samples.",
+    )
 
 
 class Curve(BaseModel):

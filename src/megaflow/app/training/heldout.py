@@ -15,6 +15,12 @@ Both report the share of graded samples with a malformed answer: a model
 turn with no tool call, or a tool call whose arguments are not a JSON
 object or whose tool does not exist (what the builtin agent answers with an
 error). A sample lost to the infrastructure is counted apart, in no figure.
+
+The held-out tasks are SWE-bench-style instances graded by the run's grading,
+or the tasks of one or several held-out sets
+(:class:`~megaflow.app.training.splits.HeldOutTask`), each graded by its
+set's grader; then the round also reports each set's figures (pass@1 with
+its interval over the set's prompts, and the rest) beside the overall ones.
 """
 
 from __future__ import annotations
@@ -28,10 +34,10 @@ from megaflow.app.job import Job
 from megaflow.app.training.curve import EvalPoint
 from megaflow.app.training.intervals import pass_at_1, pass_at_k
 from megaflow.app.training.rollouts import Rollouts, round_name
+from megaflow.app.training.splits import HeldOutTask
 from megaflow.core.errors import NotFound
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import ErrorKind, TaskType
-from megaflow.datasets.instance import SWEInstance
+from megaflow.core.tasks import ErrorKind, TaskSpec, TaskType, Timeouts, sample_id
 
 _TOOL_ERRORS = ("error: arguments are not valid JSON", "error: arguments must be", "error: unknown")
 
@@ -53,58 +59,143 @@ def malformed(trajectory: dict[str, Any]) -> bool:
 
 @dataclass
 class RoundScores:
-    """What one held-out round's graded samples scored, by instance id."""
+    """What one held-out round's samples scored, by task key: graded rewards, and
+    how many answers were malformed and how many samples lost, per task."""
 
     rewards: dict[str, list[float]] = field(default_factory=dict)
-    malformed: int = 0
-    lost: int = 0
+    malformed_of: dict[str, int] = field(default_factory=dict)
+    lost_of: dict[str, int] = field(default_factory=dict)
 
     @property
     def graded(self) -> int:
         return sum(len(r) for r in self.rewards.values())
 
+    @property
+    def malformed(self) -> int:
+        return sum(self.malformed_of.values())
 
-async def read_round(job: Job, ids: Sequence[str]) -> RoundScores:
-    """The graded rewards and malformed answers of the finished tasks ``ids``."""
+    @property
+    def lost(self) -> int:
+        return sum(self.lost_of.values())
+
+    def only(self, keys: set[str]) -> RoundScores:
+        """The scores of the tasks ``keys`` (one held-out set's)."""
+        return RoundScores(
+            {k: r for k, r in self.rewards.items() if k in keys},
+            {k: n for k, n in self.malformed_of.items() if k in keys},
+            {k: n for k, n in self.lost_of.items() if k in keys},
+        )
+
+
+def _add(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+async def read_round(job: Job, keys: dict[str, str]) -> RoundScores:
+    """The graded rewards and malformed answers of the finished tasks ``keys``
+    (task id -> the key of its held-out task), by key."""
     md, art = job.stores.metadata, job.stores.artifacts
     out = RoundScores()
-    for tid in ids:
+    for tid, task_key in keys.items():
         rec = await md.get_task(tid)
         try:
             res = await md.get_result(tid)
         except NotFound:
-            out.lost += 1
+            _add(out.lost_of, task_key)
             continue
         if rec.state is TaskState.SUCCEEDED:
             reward = res.reward
         elif res.error_kind is ErrorKind.AGENT:
             reward = 0.0  # the policy's own failure
         else:
-            out.lost += 1
+            _add(out.lost_of, task_key)
             continue
-        out.rewards.setdefault(str(rec.spec.payload["instance_id"]), []).append(reward)
+        out.rewards.setdefault(task_key, []).append(reward)
         key = res.artifacts.get("trajectory")
         if key is not None:
             try:
                 if malformed(json.loads(await art.get(key))):
-                    out.malformed += 1
+                    _add(out.malformed_of, task_key)
             except NotFound:
                 pass
     return out
 
 
+def round_specs(
+    rollouts: Rollouts,
+    name: str,
+    tasks: Sequence[HeldOutTask],
+    samples: int,
+    temperature: float | None,
+) -> dict[str, list[TaskSpec]]:
+    """By task key, ``samples`` eval tasks of each held-out task, ids
+    ``<run>/<name>.<key>/<n>``, at priority +1 (they run before queued rollouts);
+    ``temperature`` overrides the agent's sampling for them."""
+    cfg, run = rollouts.job.cfg, rollouts.job.run_id
+    own = {} if temperature is None else {"megaflow_sampling": {"temperature": temperature}}
+    return {
+        t.key: [
+            TaskSpec(
+                id=sample_id(run, f"{name}.{t.key}", n),
+                run_id=run,
+                type=TaskType.EVAL,
+                sample=n,
+                payload={**t.graded_payload(), **own},
+                priority=cfg.priority + 1,
+                max_attempts=cfg.max_attempts,
+                timeouts=Timeouts(deadline_s=cfg.deadline_s),
+            )
+            for n in range(samples)
+        ]
+        for t in tasks
+    }
+
+
 async def _round(
     rollouts: Rollouts,
     name: str,
-    instances: Sequence[SWEInstance],
+    tasks: Sequence[HeldOutTask],
     samples: int,
     temperature: float | None,
 ) -> RoundScores:
-    ids = await rollouts.submit(
-        name, instances, samples, TaskType.EVAL, priority=1, temperature=temperature
-    )
+    by_key = round_specs(rollouts, name, tasks, samples, temperature)
+    keys = {spec.id: key for key, specs in by_key.items() for spec in specs}
+    await rollouts.submit_specs(name, [spec for specs in by_key.values() for spec in specs])
     await rollouts.scores(name)  # waits for every task of the round
-    return await read_round(rollouts.job, ids)
+    return await read_round(rollouts.job, keys)
+
+
+def _sampled(scores: RoundScores, samples: int) -> dict[str, float | int | None]:
+    """The sampled round's figures of ``scores``: pass@1 with its interval, pass@k,
+    malformed share, graded and lost samples."""
+    out: dict[str, float | int | None] = {
+        "samples": scores.graded, "masked": scores.lost, "reward_mean": None,
+        "ci_low": None, "ci_high": None, "pass_at_k": None, "malformed": None,
+    }  # fmt: skip
+    if scores.graded:
+        est = pass_at_1(list(scores.rewards.values()))
+        out.update(reward_mean=est.mean, ci_low=est.low, ci_high=est.high)
+        out["malformed"] = scores.malformed / scores.graded
+        if samples >= 2 and any(len(v) >= samples for v in scores.rewards.values()):
+            out["pass_at_k"] = pass_at_k(list(scores.rewards.values()), samples)
+    return out
+
+
+def _greedy(scores: RoundScores) -> dict[str, float | int | None]:
+    graded = scores.graded
+    return {
+        "greedy": sum(sum(r) for r in scores.rewards.values()) / graded if graded else None,
+        "greedy_samples": graded,
+    }
+
+
+def _by_set(tasks: Sequence[HeldOutTask]) -> dict[str, set[str]]:
+    """Each held-out set's task keys, in the sets' order; empty for a split."""
+    out: dict[str, set[str]] = {}
+    for t in tasks:
+        if t.set is not None:
+            out.setdefault(t.set, set()).add(t.key)
+    return out
 
 
 async def evaluate(
@@ -112,15 +203,16 @@ async def evaluate(
     incarnation: str,
     step: int,
     version: int,
-    instances: Sequence[SWEInstance],
+    tasks: Sequence[HeldOutTask],
     *,
     samples: int,
     temperature: float | None,
     greedy: bool,
 ) -> EvalPoint:
-    """One held-out evaluation with the weights at ``version``, as a curve point."""
+    """One held-out evaluation with the weights at ``version``, as a curve point:
+    the figures over every held-out task and, for held-out sets, each set's."""
     name = round_name(incarnation, step, held_out=True)
-    sampled = await _round(rollouts, name, instances, samples, temperature)
+    sampled = await _round(rollouts, name, tasks, samples, temperature)
     point = EvalPoint(
         step=step, weights_version=version, samples=sampled.graded, masked=sampled.lost
     )
@@ -132,13 +224,32 @@ async def evaluate(
         if samples >= 2 and any(len(v) >= samples for v in sampled.rewards.values()):
             point.k = samples
             point.pass_at_k = pass_at_k(list(sampled.rewards.values()), samples)
-    if greedy:
-        g = await _round(rollouts, f"{name}g", instances, 1, 0.0)
+    g = await _round(rollouts, f"{name}g", tasks, 1, 0.0) if greedy else None
+    if g is not None:
         point.greedy_samples, point.masked = g.graded, point.masked + g.lost
         if g.graded:
             point.greedy = sum(sum(r) for r in g.rewards.values()) / g.graded
             point.greedy_malformed = g.malformed / g.graded
+    sets = _by_set(tasks)
+    if sets:
+        point.sets = {
+            n: {**_sampled(sampled.only(keys), samples), **(_greedy(g.only(keys)) if g else {})}
+            for n, keys in sets.items()
+        }
     return point
+
+
+def _set_part(name: str, f: dict[str, float | int | None]) -> str:
+    mean, low, high = f.get("reward_mean"), f.get("ci_low"), f.get("ci_high")
+    if mean is None:
+        return f"{name} -"
+    part = f"{name} {mean:.3f}"
+    if low is not None and high is not None:
+        part += f" [{low:.3f}, {high:.3f}]"
+    part += f" n {f.get('samples')}"
+    if f.get("greedy") is not None:
+        part += f" greedy {f['greedy']:.3f}"
+    return part
 
 
 def eval_line(p: EvalPoint) -> str:
@@ -157,4 +268,5 @@ def eval_line(p: EvalPoint) -> str:
         line += f", malformed {p.malformed:.3f}"
     if p.greedy is not None:
         line += f"; greedy {p.greedy:.3f} over {p.greedy_samples}"
-    return f"{line}{gone} (weights v{p.weights_version})"
+    sets = "  sets " + "  ".join(_set_part(n, f) for n, f in p.sets.items()) if p.sets else ""
+    return f"{line}{gone} (weights v{p.weights_version}){sets}"

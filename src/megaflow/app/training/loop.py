@@ -105,8 +105,8 @@ class TrainLoop:
             self.tc.steps,
             self.tc.seed,
         )
-        if self.tc.sets is not None:  # several task sets: their plan, each set's grader
-            cfg = self.cfg = with_set_grading(cfg)
+        cfg = self.cfg = with_set_grading(cfg)  # train and held-out sets: each set's grader
+        if self.tc.sets is not None:  # several task sets: their plan
             self.plan = mixed_plan(cfg, config_dir)
         self.config_dir = config_dir
         self.job = Job(cfg, run_id=run_id, config_dir=config_dir)

@@ -4,7 +4,8 @@
 or a JSONL file of ``{id, payload}`` rows) into tasks keyed
 ``<set>.<task id>``; :func:`with_set_grading` makes the run's grader the
 ``sets`` grader, so each task is graded by its set's ``grading`` (the run's
-own when the set names none, and for the held-out rounds). A
+own when the set names none), a held-out set's tasks too (:func:`load_set`
+loads those for :mod:`megaflow.app.training.splits`). A
 :class:`MixedPlan` stands where the single-set
 :class:`~megaflow.app.training.plan.PromptPlan` does: ``batch(step)`` draws a
 step's tasks through :class:`~megaflow.app.training.sampler.SetSampler`,
@@ -30,9 +31,9 @@ from megaflow.core.errors import ConfigError, InvalidInput
 from megaflow.core.tasks import TaskSpec, TaskType, Timeouts, group_id, sample_id
 from megaflow.datasets.harbor import load_rows
 from megaflow.datasets.loader import load_instances
-from megaflow.grading.config import ScriptGraderConfig, SetsGraderConfig
+from megaflow.grading.config import LeafGraderConfig, ScriptGraderConfig, SetsGraderConfig
 from megaflow.grading.sets import SET_KEY
-from megaflow.train.task_sets import CurriculumConfig, TaskSetConfig
+from megaflow.train.task_sets import CurriculumConfig, SetSourceConfig, held_out_grader_key
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def _jsonl(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return rows
 
 
-def _rows(cfg: RunConfig, s: TaskSetConfig, path: Path, config_dir: Path | None) -> list[Any]:
+def _rows(cfg: RunConfig, s: SetSourceConfig, path: Path, config_dir: Path | None) -> list[Any]:
     if s.type == "harbor":
         return load_rows(path)
     if s.type == "jsonl":
@@ -76,45 +77,61 @@ def _rows(cfg: RunConfig, s: TaskSetConfig, path: Path, config_dir: Path | None)
     return [(i.instance_id, i.to_payload()) for i in instances]
 
 
+def load_set(
+    cfg: RunConfig, s: SetSourceConfig, where: str, config_dir: Path | None
+) -> list[SetTask]:
+    """One set's tasks (a train set's, or a held-out set's), checked: it loads and holds
+    a task, no id twice, and a grader that can grade them; errors name ``where``'s
+    ``path`` or ``grading`` (``where`` is the set's config field)."""
+    run_grading = cfg.grading.default if isinstance(cfg.grading, SetsGraderConfig) else cfg.grading
+    path = resolve_path(s.path, config_dir)
+    try:
+        rows = _rows(cfg, s, path, config_dir)
+    except (OSError, InvalidInput, ValueError) as e:
+        raise ConfigError(f"{where}.path: {path}: {e}", [(f"{where}.path", str(e))]) from None
+    rows = rows[: s.limit]
+    ids = [tid for tid, _ in rows]
+    if not rows or len(set(ids)) != len(ids):
+        why = "holds no task" if not rows else "holds a task id twice"
+        raise ConfigError(f"{where}.path: {path} {why}", [(f"{where}.path", why)])
+    ungraded = s.type == "jsonl" and s.grading is None and run_grading.type == "swebench"
+    if ungraded and any("instance_id" not in p for _, p in rows):
+        why = "its tasks are not SWE-bench instances: the run's swebench grading ignores them"
+        raise ConfigError(f"{where}.grading is needed: {why}", [(f"{where}.grading", why)])
+    return [SetTask(s.name, tid, dict(p)) for tid, p in rows]
+
+
 def load_sets(cfg: RunConfig, config_dir: Path | None) -> dict[str, list[SetTask]]:
-    """Every set's tasks, checked: each set loads and holds a task, no id twice."""
+    """Every train set's tasks, each checked by :func:`load_set`."""
     assert cfg.train is not None
     assert cfg.train.sets is not None
-    run_grading = cfg.grading.default if isinstance(cfg.grading, SetsGraderConfig) else cfg.grading
-    out: dict[str, list[SetTask]] = {}
-    for n, s in enumerate(cfg.train.sets):
-        where = f"train.sets[{n}].path"
-        path = resolve_path(s.path, config_dir)
-        try:
-            rows = _rows(cfg, s, path, config_dir)
-        except (OSError, InvalidInput, ValueError) as e:
-            raise ConfigError(f"{where}: {path}: {e}", [(where, str(e))]) from None
-        rows = rows[: s.limit]
-        ids = [tid for tid, _ in rows]
-        if not rows or len(set(ids)) != len(ids):
-            why = "holds no task" if not rows else "holds a task id twice"
-            raise ConfigError(f"{where}: {path} {why}", [(where, why)])
-        ungraded = s.type == "jsonl" and s.grading is None and run_grading.type == "swebench"
-        if ungraded and any("instance_id" not in p for _, p in rows):
-            where = f"train.sets[{n}].grading"
-            why = "its tasks are not SWE-bench instances: the run's swebench grading ignores them"
-            raise ConfigError(f"{where} is needed: {why}", [(where, why)])
-        out[s.name] = [SetTask(s.name, tid, dict(p)) for tid, p in rows]
-    return out
+    return {
+        s.name: load_set(cfg, s, f"train.sets[{n}]", config_dir)
+        for n, s in enumerate(cfg.train.sets)
+    }
 
 
 def with_set_grading(cfg: RunConfig) -> RunConfig:
-    """The run graded by the ``sets`` grader: each set's own (a Harbor set's is
-    ``script`` unless it names one, as for a Harbor run), the run's for the rest."""
-    assert cfg.train is not None
-    assert cfg.train.sets is not None
-    default = cfg.grading
-    if isinstance(default, SetsGraderConfig):
+    """The run graded by the ``sets`` grader when it has train sets or held-out sets:
+    each set's own grader (a Harbor set's is ``script`` unless it names one, as for a
+    Harbor run), the run's for the rest; a held-out set's under
+    :func:`~megaflow.train.task_sets.held_out_grader_key`. ``cfg`` itself otherwise."""
+    tc = cfg.train
+    assert tc is not None
+    held = [h.source() for h in tc.held_out_sets()]
+    if tc.sets is None and not held:
         return cfg
-    sets = {
-        s.name: s.grading or (ScriptGraderConfig() if s.type == "harbor" else default)
-        for s in cfg.train.sets
-    }
+    given = cfg.grading
+    default = given.default if isinstance(given, SetsGraderConfig) else given
+    sets = dict(given.sets) if isinstance(given, SetsGraderConfig) else {}
+
+    def own(s: SetSourceConfig) -> LeafGraderConfig:
+        return s.grading or (ScriptGraderConfig() if s.type == "harbor" else default)
+
+    for s in tc.sets or []:
+        sets.setdefault(s.name, own(s))
+    for h in held:
+        sets.setdefault(held_out_grader_key(h.name), own(h))
     grading = SetsGraderConfig(sets=sets, default=default)
     return cfg.model_copy(update={"grading": grading})
 
