@@ -115,13 +115,12 @@ def _summary(
 
 
 async def _driver(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) -> str | None:
-    """``gone`` when the run has unfinished tasks and the driver lease of its job has ended
-    (or its process on this host is dead: core/outcomes.py's "driver gone"), ``alive`` while
-    the lease holds; None when nothing is unfinished or no driver leased the run (a
-    cluster's runs, an older store)."""
+    """``gone`` when the run has unfinished tasks and its driver's lease (its job's, or for a
+    submitted run the cluster scheduler service's) has ended or its process on this host is
+    dead (core/outcomes.py's "driver gone"), ``alive`` while the lease holds; None when
+    nothing is unfinished or no driver leased the run (an older store)."""
     if all(r.state.terminal for r in records):
         return None
-    # an arm's job holds it; a submitted run's driver is the cluster scheduler service
     lease = await driver_lease(meta, run.labels.get("job", run.id))
     if lease is None:
         return None
