@@ -251,7 +251,8 @@ class PodmanCoreV1Api(FakeCoreV1Api):
             "pod", "rm", "--force", "--time", str(played.grace_s), played.name, timeout=120
         )
         assert r.returncode == 0 or "no pod with name" in r.stderr, r.stderr
-        shutil.rmtree(self.workdir / played.name, ignore_errors=True)  # its node dirs
+        played.remove_dirs()
+        shutil.rmtree(self.workdir / played.name, ignore_errors=True)
 
     def read_namespaced_pod(self, name: str, namespace: str, **kw: Any) -> Any:
         self._record("read_namespaced_pod", name, namespace, **kw)

@@ -12,10 +12,11 @@ its container runtime do:
   ``allowPrivilegeEscalation: false`` -> ``no-new-privileges``;
 - ``readOnlyRootFilesystem`` -> ``--read-only`` with none of Podman's own
   tmpfs mounts (a kubelet adds none);
-- ``emptyDir`` with ``medium: Memory`` -> a tmpfs of ``sizeLimit`` (mode
-  1777, as the kubelet's tmpfs comes); a disk ``emptyDir`` -> a fresh
-  directory of the node (mode 0777; with ``fsGroup`` owned by that group,
-  setgid), bound in;
+- ``emptyDir`` -> a fresh directory of the node, bound in, as the kubelet
+  makes it: with ``medium: Memory`` a tmpfs of ``sizeLimit`` mounted on it
+  (mode 1777), else a plain directory (mode 0777); with ``fsGroup`` owned by
+  that group, setgid. (Podman's own tmpfs mounts would take the mode of the
+  image's directory they cover, which an emptyDir does not.)
 - ``runAsUser``/``runAsGroup``/``fsGroup`` -> ``--user``/``--group-add``,
   ``runAsNonRoot`` checked (``CreateContainerConfigError`` for root);
 - ``shareProcessNamespace`` -> the pod shares its pid namespace (the infra
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,7 @@ class PodPlan:
     pod_args: list[str]
     run_args: list[str]
     dirs: list[Path] = field(default_factory=list)
+    tmpfs: dict[Path, int | None] = field(default_factory=dict)  # memory volumes' sizes
     fs_group: int | None = None
     grace_s: int = 30
     deadline_s: float | None = None
@@ -104,9 +108,23 @@ class PodPlan:
         makes them: world-writable, or owned by ``fsGroup`` with the setgid bit."""
         for path in self.dirs:
             path.mkdir(parents=True)
+            mode = 0o777
+            if path in self.tmpfs:
+                size = self.tmpfs[path]
+                options = "mode=1777" + (f",size={size}" if size else "")
+                subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                               check=True, capture_output=True)  # fmt: skip
+                mode = 0o1777
             if self.fs_group is not None:
                 os.chown(path, -1, self.fs_group)
-            path.chmod(0o2777 if self.fs_group is not None else 0o777)
+                mode |= 0o2000
+            path.chmod(mode)
+
+    def remove_dirs(self) -> None:
+        for path in self.tmpfs:
+            subprocess.run(["umount", str(path)], check=False, capture_output=True)
+        for path in self.dirs:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def unknown_fields(wire: Any, schema: Any, path: str = "") -> list[str]:
@@ -149,9 +167,9 @@ def _seccomp(profile: dict[str, Any], root: Path) -> list[str]:
 
 def _volumes(
     spec: dict[str, Any], memory: int | None, node_dir: Path
-) -> dict[str, tuple[str, Path | None]]:
-    """name -> (podman --mount value without its destination, node dir or None)."""
-    found: dict[str, tuple[str, Path | None]] = {}
+) -> dict[str, tuple[Path, int | None, bool]]:
+    """name -> (its node directory, its tmpfs size, whether it is a tmpfs)."""
+    found: dict[str, tuple[Path, int | None, bool]] = {}
     for vol in spec.get("volumes", []):
         name, empty = vol["name"], vol.get("emptyDir")
         if empty is None:
@@ -159,13 +177,9 @@ def _volumes(
         medium, size = empty.get("medium", ""), empty.get("sizeLimit")
         if medium == "Memory":
             limit = int(parse_quantity(size)) if size is not None else memory
-            found[name] = (
-                "type=tmpfs,tmpfs-mode=1777" + (f",tmpfs-size={limit}" if limit else ""),
-                None,
-            )
+            found[name] = (node_dir / name, limit, True)
         elif medium == "" and size is None:
-            path = node_dir / name
-            found[name] = (f"type=bind,source={path}", path)
+            found[name] = (node_dir / name, None, False)
         else:
             raise Refused(
                 f"volume {name}: emptyDir medium {medium!r} with sizeLimit {size} "
@@ -244,12 +258,12 @@ def plan(wire: dict[str, Any], *, seccomp_root: Path, node_dir: Path) -> PodPlan
     for mount in box.get("volumeMounts", []):
         if mount["name"] not in volumes:
             raise Refused(f"volumeMount {mount['name']}: no such volume")
-        kind, _ = volumes[mount["name"]]
+        source = volumes[mount["name"]][0]
         ro = ",ro" if mount.get("readOnly") else ""
-        run += ["--mount", f"{kind},destination={mount['mountPath']}{ro}"]
+        run += ["--mount", f"type=bind,source={source},destination={mount['mountPath']}{ro}"]
     run += [box["image"], *box.get("args", [])]
-    dirs = [d for _, d in volumes.values() if d is not None]
+    dirs = [d for d, _, _ in volumes.values()]
+    tmpfs = {d: size for d, size, memory_backed in volumes.values() if memory_backed}
     grace = spec.get("terminationGracePeriodSeconds", 30)
-    return PodPlan(
-        name, container, pod_args, run, dirs, fs_group, grace, spec.get("activeDeadlineSeconds")
-    )
+    deadline = spec.get("activeDeadlineSeconds")
+    return PodPlan(name, container, pod_args, run, dirs, tmpfs, fs_group, grace, deadline)
