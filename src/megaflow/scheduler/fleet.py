@@ -143,20 +143,11 @@ class Region:
             return None
         return next(iter(best.values()))
 
-    def hold(self, res: Resources, prefer: str | None = None) -> Instance | None:
+    def hold(self, res: Resources) -> Instance | None:
         """Keep the instance closest to fitting ``res`` out of placement until
         :meth:`unhold`: the one with the most free of the task's binding resource (a task
-        that must go next waits for room there, and smaller tasks cannot take it).
-        ``prefer`` names the instance held for the task before: it is held again while it
-        is offered and the task can ever fit it, so the room that frees there stays the
-        task's from round to round instead of moving to whichever instance is emptiest."""
+        that must go next waits for room there, and smaller tasks cannot take it)."""
         c, m, g = _need(res)
-        inst = self.instances.get(prefer) if prefer is not None else None
-        if inst is not None and inst.alive and inst.id in self._index.get(inst.key(), {}):
-            fits_ever = inst.cap_mcpu >= c and inst.spec.memory_mb >= m and inst.spec.gpu >= g
-            if fits_ever:
-                self._index_drop(inst)
-                return inst
         best: Instance | None = None
         best_score = -1.0
         for key, bucket in self._index.items():

@@ -278,10 +278,9 @@ class LearnedPolicy(SchedulingPolicy):
             if head is None or inst is None or not admit(head, inst):
                 blocked.add(key)
                 if inst is None:
-                    got = region.hold(task.spec.resources, self.bound.reserved.get(task.id))
+                    got = region.hold(task.spec.resources)
                     if got is not None:
                         held.append(got)
-                        self.bound.reserved[task.id] = got.id
                 continue
             later.pop()
             if head is not task:

@@ -72,8 +72,6 @@ class WaitBound:
         self._heap: list[tuple[float, int, PendingTask]] = []
         self.due: dict[str, Due] = {}
         """Waiting tasks that are due, by id (dropped once placed)."""
-        self.reserved: dict[str, str] = {}
-        """Overdue tasks that fit nowhere: the instance held for each, by task id."""
 
     def arrived(self, task: PendingTask) -> None:
         self._shadow.push(task)
@@ -101,7 +99,6 @@ class WaitBound:
 
     def placed(self, task: PendingTask) -> None:
         self.due.pop(task.id, None)
-        self.reserved.pop(task.id, None)
 
     def take_overdue(self, now: float, most_due: int | None = None) -> PendingTask | None:
         """The waiting task with the earliest passed deadline, taken out of the overdue
@@ -116,7 +113,6 @@ class WaitBound:
             if not self._waiting(task) or task.id not in self.due:
                 heapq.heappop(heap)  # placed or cancelled since
                 self.due.pop(task.id, None)
-                self.reserved.pop(task.id, None)
                 continue
             if deadline > now and len(self.due) <= most_due:
                 return None
