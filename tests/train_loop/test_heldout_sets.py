@@ -39,7 +39,10 @@ def qa(path: Path, rows: list[dict[str, Any]]) -> Path:
 def mixed_with_held_out_sets(tmp: Path, policy: Path) -> dict[str, Any]:
     """A 1-step run on a SWE set and a QA set; held out: a QA set named like the train
     QA set but graded by its own function, and one settings-fix instance."""
-    raw = train_config(tmp, policy, steps=1, prompts_per_step=2, eval_before=False, eval_samples=2)
+    raw = train_config(
+        tmp, policy, steps=1, prompts_per_step=2, eval_before=False, eval_samples=2,
+        eval_greedy=True,
+    )  # fmt: skip
     train_qa = [
         {"id": f"q{n}", "payload": {"problem_statement": f"What is 40 + {n}?", "answer": 40 + n}}
         for n in range(2)
@@ -75,13 +78,14 @@ async def test_held_out_sets_are_graded_by_their_own_graders_with_per_set_figure
     for f in (tmp_path / "art").rglob("grade.json"):
         group = f.parents[2].name  # <incarnation>.e00001.<set>.<task>/<n>/attempt-1
         if ".e0000" in group:
-            reports.setdefault(group.split(".e00001.", 1)[1], []).append(json.loads(f.read_text()))
+            task = group.split(".e00001", 1)[1].removeprefix("g").removeprefix(".")  # greedy too
+            reports.setdefault(task, []).append(json.loads(f.read_text()))
     assert sorted(reports) == ["qa.h0", "qa.h1", SWE_HELD]
-    for key in ("qa.h0", "qa.h1"):  # both samples by the held-out set's own function
-        assert len(reports[key]) == 2
+    for key in ("qa.h0", "qa.h1"):  # all 3 samples by the held-out set's own function
+        assert len(reports[key]) == 3
         assert all(r["grader"] == "python" and "marker" in r["rewards"] for r in reports[key])
-    assert [r["reward"] for r in reports["qa.h0"]] == [1.0, 1.0]  # 'any' takes every answer
-    assert [r["reward"] for r in reports["qa.h1"]] == [0.0, 0.0]  # the answer is wrong
+    assert [r["reward"] for r in reports["qa.h0"]] == [1.0] * 3  # 'any' takes every answer
+    assert [r["reward"] for r in reports["qa.h1"]] == [0.0] * 3  # the answer is wrong
     assert all("grader" not in r for r in reports[SWE_HELD])  # swebench
     (point,) = curve.evals
     assert point.sets is not None
@@ -93,6 +97,7 @@ async def test_held_out_sets_are_graded_by_their_own_graders_with_per_set_figure
         fig, est = point.sets[name], pass_at_1([[0.0, 0.0]] * prompts)
         assert (fig["samples"], fig["masked"], fig["reward_mean"]) == (samples, 0, 0.0)
         assert (fig["ci_low"], fig["ci_high"]) == (est.low, est.high)
+        assert (fig["greedy"], fig["greedy_samples"]) == (0.0, prompts)  # one greedy each
         assert fig["pass_at_k"] == 0.0
         assert fig["malformed"] is not None
     assert point.sets["qa"]["ci_high"] != point.sets["swe"]["ci_high"]
@@ -102,7 +107,8 @@ async def test_held_out_sets_are_graded_by_their_own_graders_with_per_set_figure
     (line,) = [x for x in lines if x.startswith("held-out reward after step 1")]
     qa_high, swe_high = point.sets["qa"]["ci_high"], point.sets["swe"]["ci_high"]
     assert line.endswith(
-        f"  sets qa 0.000 [0.000, {qa_high:.3f}] n 4  swe 0.000 [0.000, {swe_high:.3f}] n 2"
+        f"  sets qa 0.000 [0.000, {qa_high:.3f}] n 4 greedy 0.000"
+        f"  swe 0.000 [0.000, {swe_high:.3f}] n 2 greedy 0.000"
     ), line
     written = json.loads((tmp_path / "out" / "hos" / "curve.json").read_text())
     assert written["evals"][0]["sets"] == point.sets  # in the exported curve

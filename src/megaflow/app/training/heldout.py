@@ -181,9 +181,14 @@ def _sampled(scores: RoundScores, samples: int) -> dict[str, float | int | None]
     return out
 
 
-def _greedy(scores: RoundScores) -> dict[str, float | int | None]:
-    graded = scores.graded
+def _with_greedy(
+    figures: dict[str, float | int | None], scores: RoundScores
+) -> dict[str, float | int | None]:
+    """``figures`` with the greedy round's share resolved; its lost samples are masked too."""
+    graded, lost = scores.graded, scores.lost
     return {
+        **figures,
+        "masked": int(figures["masked"] or 0) + lost,
         "greedy": sum(sum(r) for r in scores.rewards.values()) / graded if graded else None,
         "greedy_samples": graded,
     }
@@ -213,17 +218,12 @@ async def evaluate(
     the figures over every held-out task and, for held-out sets, each set's."""
     name = round_name(incarnation, step, held_out=True)
     sampled = await _round(rollouts, name, tasks, samples, temperature)
-    point = EvalPoint(
-        step=step, weights_version=version, samples=sampled.graded, masked=sampled.lost
-    )
-    if sampled.graded:
-        est = pass_at_1(list(sampled.rewards.values()))
-        point.reward_mean, point.ci_low, point.ci_high = est.mean, est.low, est.high
-        point.malformed = sampled.malformed / sampled.graded
-        point.per_prompt = {k: sum(v) / len(v) for k, v in sorted(sampled.rewards.items())}
-        if samples >= 2 and any(len(v) >= samples for v in sampled.rewards.values()):
-            point.k = samples
-            point.pass_at_k = pass_at_k(list(sampled.rewards.values()), samples)
+    figures = _sampled(sampled, samples)
+    point = EvalPoint.model_validate(
+        {"step": step, "weights_version": version, **figures,
+         "k": 0 if figures["pass_at_k"] is None else samples}
+    )  # fmt: skip
+    point.per_prompt = {k: sum(v) / len(v) for k, v in sorted(sampled.rewards.items()) if v}
     g = await _round(rollouts, f"{name}g", tasks, 1, 0.0) if greedy else None
     if g is not None:
         point.greedy_samples, point.masked = g.graded, point.masked + g.lost
@@ -232,10 +232,10 @@ async def evaluate(
             point.greedy_malformed = g.malformed / g.graded
     sets = _by_set(tasks)
     if sets:
-        point.sets = {
-            n: {**_sampled(sampled.only(keys), samples), **(_greedy(g.only(keys)) if g else {})}
-            for n, keys in sets.items()
-        }
+        point.sets = {}
+        for set_name, keys in sets.items():
+            own = _sampled(sampled.only(keys), samples)
+            point.sets[set_name] = own if g is None else _with_greedy(own, g.only(keys))
     return point
 
 
