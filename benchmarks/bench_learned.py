@@ -58,7 +58,7 @@ from megaflow.sim.gym_env import Episode
 from megaflow.sim.report import SimReport
 from megaflow.sim.srpt import srpt_pooled
 from megaflow.sim.studies import simulate
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, report, results_dir
 
 HEURISTICS = ("fifo", "priority", "fair")
 UNBOUNDED = "(ref) learned, no wait bound"
@@ -198,8 +198,44 @@ def _job(job: tuple[str, tuple[int, ...], str, int]) -> tuple[str, dict[str, lis
     return name, got
 
 
+SECTION = "## Learned scheduling policy"
+RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def publish(table: Path, results_md: Path = RESULTS_MD) -> None:
+    """Put ``table`` (this benchmark's output) in place of the learned section of
+    ``results_md``, leaving every other section as it is (``megaflow bench`` rewrites
+    the whole file from one run; this benchmark runs apart from it, by hand)."""
+    body = table.read_text().strip()
+    start = body.find(SECTION)
+    if start < 0:
+        raise SystemExit(f"error: {table} has no '{SECTION}' section; run the benchmark first")
+    lead = ("Written by `python benchmarks/bench_learned.py --publish` from "
+            f"`benchmarks/results/{table.name}`, not part of a `megaflow bench` run.")  # fmt: skip
+    body = body[start:].replace("\n", f"\n\n{lead}\n", 1)
+    text = results_md.read_text()
+    at = text.find(SECTION)
+    if at < 0:
+        results_md.write_text(text.rstrip() + "\n\n" + body + "\n")
+        return
+    end = text.find("\n## ", at + len(SECTION))
+    rest = "" if end < 0 else text[end:]
+    results_md.write_text(text[:at] + body + "\n" + rest)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="Also put the table in place of "
+        "the learned section of benchmarks/RESULTS.md (alone with --no-run).",
+    )
+    ap.add_argument(
+        "--no-run",
+        action="store_true",
+        help="With --publish: publish the table written before, without running.",
+    )
     ap.add_argument("--checkpoint", default=str(SHIPPED), help="The policy to evaluate.")
     ap.add_argument("--split", choices=("all", "validation", "test"), default="all",
                     help="all: training and validation families, then the test ones, to "
@@ -209,6 +245,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=5000, help="Planning rounds timed.")
     ap.add_argument("--jobs", type=int, default=2, help="Processes simulating families.")
     args = ap.parse_args()
+    table = results_dir() / ("learned.md" if args.split == "all" else f"learned-{args.split}.md")
+    if args.no_run:
+        publish(table)
+        return
     ckpt = args.checkpoint
     meta = read_checkpoint(ckpt).meta
     learned_cfg = LearnedPolicyConfig(checkpoint=ckpt)
@@ -266,6 +306,8 @@ def main() -> None:
     name = "learned" if args.split == "all" else f"learned-{args.split}"
     report(name, "Learned scheduling policy", ["figure", "measured", "target"], rows,
            notes, load_before=LOAD_AT_START, extra_md=extra)  # fmt: skip
+    if args.publish:
+        publish(table)
 
 
 if __name__ == "__main__":

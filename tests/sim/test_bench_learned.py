@@ -37,3 +37,31 @@ def test_the_test_split_regenerates_from_one_command(tmp_path: Path) -> None:
     assert families == list(TEST_FAMILIES)
     assert [r.split("|")[2].strip() for r in rows[2:]] == list(POLICIES) * len(TEST_FAMILIES)
     assert rows == _run(tmp_path / "b")  # simulated time: the same figures every run
+
+
+def test_publish_replaces_the_learned_section_alone(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from bench_learned import SECTION, publish
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    table = tmp_path / "learned.md"
+    table.write_text(f"{SECTION} (dirty)\n\nMeasured now.\n\n| a |\n|---|\n| 2 |\n")
+    results = tmp_path / "RESULTS.md"
+    results.write_text(f"# Results\n\n## Before\n\nkept\n\n{SECTION}\n\nstale | 1 |\n\n"
+                       "## After\n\nkept too\n")  # fmt: skip
+    publish(table, results)
+    text = results.read_text()
+    assert "stale" not in text
+    assert text.count(SECTION) == 1
+    assert (
+        text.index("## Before") < text.index(SECTION) < text.index("| 2 |") < text.index("## After")
+    )
+    assert "kept\n" in text
+    assert "kept too" in text
+    assert "bench_learned.py --publish" in text
+    publish(table, results)  # again: the same file
+    assert results.read_text() == text
+    table.write_text("no section here\n")
+    with pytest.raises(SystemExit, match="no '## Learned"):
+        publish(table, results)
