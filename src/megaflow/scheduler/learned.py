@@ -16,7 +16,7 @@ matrix product, whatever the queue's length.
 Whatever the network scores, no task starves: a wait bound
 (:class:`~megaflow.scheduler.wait_bound.WaitBound`) places every task that
 has waited a configured multiple of its expected run time beyond its fair
-share before the network is asked.
+share before the network is asked, and lets only so many due tasks wait.
 
 Predicted run times come from the feedback hook: every placement that ends
 ``ok`` updates the mean run time of its (type, run) and of its type

@@ -18,11 +18,17 @@ learned "short work first" can leave a long task behind every burst for hours.
    passed, still waiting) is placed, earliest deadline first, by best fit. One
    that fits nowhere gets an instance held for it (no other task is placed
    there) until it fits, so smaller tasks cannot keep taking its room.
+4. **A limited backlog.** Every task the network starts ahead of its fair
+   share leaves one more task due. Were due tasks let pile up, they would
+   reach their deadlines together and wait behind each other past them (on a
+   burst trace, 883 s past). So at most ``backlog`` due tasks per instance
+   wait: beyond that, the earliest deadline is placed before it passes.
 
-So a task waits at most about ``multiple`` expected run times beyond the point
-at which it would have started under ``fair`` with the same number of starts,
-plus the time for room to free for it and for the overdue tasks with earlier
-deadlines. The shadow costs a heap push per arrival and a pop per start.
+What holds (``tests/sim/test_wait_bound.py``, on burst and memory-skewed
+traces): a due task starts by its deadline, or, when no instance has room for
+it then, no later than the moment the tasks running at its deadline on the
+instance it gets have ended. The shadow costs a heap push per arrival and a
+pop per start.
 """
 
 from __future__ import annotations
