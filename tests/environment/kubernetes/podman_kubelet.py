@@ -237,7 +237,11 @@ class PodmanCoreV1Api(FakeCoreV1Api):
 
     def _play(self, played: PodPlan) -> None:
         """The pod and its container, running; ``NotCreated`` when Podman refuses."""
-        played.make_dirs()
+        try:
+            played.make_dirs()
+        except (OSError, subprocess.CalledProcessError) as e:
+            played.remove_dirs()
+            raise NotCreated("CreateContainerError", f"cannot set up the pod's volumes: {e}") from e
         for args in (played.pod_args, played.run_args):
             r = self.podman.podman(*args, timeout=120)
             if r.returncode != 0:
