@@ -187,3 +187,25 @@ def test_when_no_prefiltered_head_fits_the_next_classes_are_tried() -> None:
         policy.push(PendingTask(spec, seq=k + 1, enqueued_at=float(k)))
     made = policy.decide(region, lambda task, inst: True, limit=10, scan_limit=10)
     assert [d.task.id for d in made] == ["t3"]
+
+
+def test_the_backlog_limit_is_configured_and_checked(fresh: Checkpoint, tmp_path: Path) -> None:
+    path = tmp_path / "p.safetensors"
+    save_checkpoint(fresh, path)
+    with pytest.raises(ValidationError, match="wait_backlog"):
+        SchedulerConfig.model_validate(
+            {"policy": {"type": "learned", "checkpoint": str(path), "wait_backlog": 0}}
+        )
+    cfg = SchedulerConfig.model_validate(
+        {"policy": {"type": "learned", "checkpoint": str(path), "wait_backlog": 2.5}}
+    )
+    core = DispatchCore(cfg)
+    core.region("default")
+    policy = core.queues["default"]
+    assert isinstance(policy, LearnedPolicy)
+    assert policy.bound is not None
+    assert policy.bound.most_due(10) == 25
+    default = LearnedPolicy(None).bound
+    assert default is not None
+    assert default.most_due(3) == 3  # 1.0 per instance
+    assert LearnedPolicy(None, wait_backlog=None).bound.most_due(3) is None  # type: ignore[union-attr]
