@@ -123,7 +123,10 @@ def test_the_live_scheduler_writes_chunks_as_it_goes_and_the_actor_learns(
     """Two instances and tasks of three classes: decisions with a choice; chunks of
     five lines are in the store before the scheduler stops (what a crash keeps)."""
     ckpt = _fresh(tmp_path / "p.safetensors")
-    policy = LearnedPolicyConfig(checkpoint=str(ckpt), greedy=False, record_every=5)
+    # A backlog limit far above the 24 tasks: on two instances the default lets two due
+    # tasks wait and places the rest ahead of the network, and those are not recorded.
+    policy = LearnedPolicyConfig(checkpoint=str(ckpt), greedy=False, record_every=5,
+                                 wait_backlog=100)  # fmt: skip
     cfg = SchedulerConfig(policy=policy, max_concurrency=2)
     specs = [task(f"t{i}", priority=i % 3, cpu=1.0 + (i % 2), payload={"sleep_s": 0.002 * (i % 4)})
              for i in range(24)]  # fmt: skip
