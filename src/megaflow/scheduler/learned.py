@@ -76,8 +76,8 @@ class LearnedPolicy(SchedulingPolicy):
     ) -> None:
         """``wait_bound``: a waiting task is placed ahead of the network's choice once it
         has waited this many expected run times (at least ``wait_floor_s``) beyond the
-        point where ``fair`` would have started it (:class:`WaitBound`); None turns the
-        bound off, for measuring what it prevents (the config always sets one)."""
+        point where ``fair`` would have started it, at most ``wait_backlog`` due tasks per
+        instance wait (:class:`WaitBound`); None turns either off (the config sets both)."""
         super().__init__()
         self.net = net
         self.greedy = greedy
@@ -99,8 +99,8 @@ class LearnedPolicy(SchedulingPolicy):
         )
         self.bound: WaitBound | None = None
         if wait_bound is not None:
-            self.bound = WaitBound(wait_bound, wait_floor_s, self.estimates.predict, self._waiting,
-                                   backlog=wait_backlog)  # fmt: skip
+            predict, waiting = self.estimates.predict, self._waiting
+            self.bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog)
         self.forced = 0
         """Placements made by the wait bound instead of the network."""
 
@@ -169,9 +169,8 @@ class LearnedPolicy(SchedulingPolicy):
             oldest = heapq.nsmallest(half, out, key=lambda kt: kt[1].seq)
             taken = {k for k, _ in oldest}
             rest = [kt for kt in out if kt[0] not in taken]
-            out = oldest + heapq.nsmallest(
-                self.max_classes - half, rest, key=lambda kt: self.class_work(kt[0])
-            )
+            n = self.max_classes - half
+            out = oldest + heapq.nsmallest(n, rest, key=lambda kt: self.class_work(kt[0]))
         return out
 
     def class_work(self, key: _Key) -> float:
@@ -257,12 +256,11 @@ class LearnedPolicy(SchedulingPolicy):
         self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
         out: list[Decision], blocked: set[_Key], held: list[Instance],
     ) -> None:  # fmt: skip
-        """Place the overdue tasks, earliest deadline first. Within a class tasks become
-        due in arrival order, so the class's head goes (it is overdue or nearly so). Each
-        overdue task that fits nowhere gets an instance held for it for the rest of the
-        round (the one closest to fitting it), so that the room freed there is its, not a
-        newer task's: overdue tasks go ahead of every other one, also when they are large.
-        A round looks at up to ``limit + 64`` of them."""
+        """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones),
+        earliest deadline first; within a class the head goes (tasks become due in arrival
+        order). One that fits nowhere gets the instance closest to fitting it held for the
+        rest of the round, so the room freed there is its, not a newer task's. A round
+        looks at up to ``limit + 64`` of them."""
         assert self.bound is not None
         later: list[PendingTask] = []
         looked, most = 0, self.bound.most_due(len(region.instances))
@@ -348,9 +346,8 @@ def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
     net = read_checkpoint(cfg.checkpoint)
 
     def make(**_: Any) -> SchedulingPolicy:
-        return LearnedPolicy(
-            net, greedy=cfg.greedy, seed=cfg.seed, wait_bound=cfg.wait_bound,
-            wait_floor_s=cfg.wait_floor_s, wait_backlog=cfg.wait_backlog,
-        )  # fmt: skip
+        return LearnedPolicy(net, greedy=cfg.greedy, seed=cfg.seed, wait_bound=cfg.wait_bound,
+                             wait_floor_s=cfg.wait_floor_s,
+                             wait_backlog=cfg.wait_backlog)  # fmt: skip
 
     return make
