@@ -300,7 +300,7 @@ def main() -> None:
         "tasks waiting. exec CV: the coefficient of variation of execution time within a "
         "(type, run); the simulator runs a task for its traced length wherever it is placed, "
         "so it is the trace's spread, the same for every policy. The wait bound is the "
-        "configured default (wait_bound 1.0, wait_floor_s 60)."
+        "configured default (wait_bound 1.0, wait_floor_s 60, wait_backlog 1.0)."
     )
     extra = "\n\n".join([*sections, f"Families:\n\n{about}"])
     name = "learned" if args.split == "all" else f"learned-{args.split}"
