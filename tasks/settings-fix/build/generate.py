@@ -30,28 +30,21 @@ Run: ``python tasks/settings-fix/build/generate.py [--seed N] [--check]``.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from megaflow.datasets.prepare import GIT_ENV
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from teacher import demonstrations
 
-from megaflow.datasets.pytest_report import parse_pytest_report, passed
+from megaflow.datasets.family_build import GITIGNORE, git, main, pytest_results, write_files
 
 SET_DIR = Path(__file__).resolve().parent.parent
-PYTEST = ["/usr/bin/python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q"]
-GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 PACKAGES = [
     "billing", "mailer", "search", "upload", "auth", "reports",
@@ -186,68 +179,45 @@ def splits(seed: int) -> dict[str, list[Change]]:
     return out
 
 
-def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, **GIT_ENV}
-    res = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True
-    )
-    if res.returncode != 0:
-        raise SystemExit(f"git {' '.join(args)} failed in {cwd}: {res.stderr}")
-    return res.stdout
-
-
-def _pytest(cwd: Path) -> dict[str, bool]:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(cwd)}
-    res = subprocess.run(PYTEST, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    return {node: passed(s) for node, s in parse_pytest_report(res.stdout).items()}
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 def build_repo(
     repo: Repo, changes: list[Change], out_dir: Path, verify: bool
 ) -> list[dict[str, object]]:
     """Write one repository under ``out_dir/repos`` and return its instances."""
-    _write(out_dir / "repos" / repo.name, repo.files())
+    write_files(out_dir / "repos" / repo.name, repo.files())
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix=f"settings-fix-{repo.name}-") as tmp:
         work = Path(tmp)
-        _write(work, repo.files())
-        _git(work, "init", "-q", "-b", "main")
-        _git(work, "add", "-A")
-        _git(work, "commit", "-q", "--allow-empty", "-m", "base")
-        base = _git(work, "rev-parse", "HEAD").strip()
-        if verify and not all(_pytest(work).values()):
+        write_files(work, repo.files())
+        git(work, "init", "-q", "-b", "main")
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "--allow-empty", "-m", "base")
+        base = git(work, "rev-parse", "HEAD").strip()
+        if verify and not all(pytest_results(work).values()):
             raise SystemExit(f"{repo.name}: the base tests must all pass")
         for ch in changes:
             target, original = work / repo.path, repo.files()[repo.path]
             line = f"{ch.name} = {ch.old}\n"
             target.write_text(original.replace(line, f"{ch.name} = {ch.new}\n"))
-            gold = _git(work, "diff")
+            gold = git(work, "diff")
             target.write_text(original)
             test_path, test_body = ch.test_file()
-            _write(work, {test_path: test_body})
-            _git(work, "add", test_path)
-            test_patch = _git(work, "diff", "--cached")
+            write_files(work, {test_path: test_body})
+            git(work, "add", test_path)
+            test_patch = git(work, "diff", "--cached")
             f2p = [f"{test_path}::test_{ch.name.lower()}_value"]
             p2p = [f"{test_path}::test_other_settings_unchanged"] + [
                 f"tests/test_{repo.module}.py::test_{k.lower()}_is_positive" for k in repo.values
             ]
             if verify:
-                unfixed = _pytest(work)
-                _git(work, "apply", stdin=gold)
-                fixed = _pytest(work)
+                unfixed = pytest_results(work)
+                git(work, "apply", stdin=gold)
+                fixed = pytest_results(work)
                 target.write_text(original)
                 if [n for n in f2p + p2p if not fixed.get(n)] or any(unfixed.get(n) for n in f2p):
                     raise SystemExit(f"{ch.instance_id}: FAIL_TO_PASS/PASS_TO_PASS do not hold")
                 if not all(unfixed.get(n) for n in p2p):
                     raise SystemExit(f"{ch.instance_id}: PASS_TO_PASS fails before the fix")
-            _git(work, "rm", "-q", "-f", test_path)
+            git(work, "rm", "-q", "-f", test_path)
             rows.append(
                 {
                     "instance_id": ch.instance_id,
@@ -300,32 +270,5 @@ def generate(out_dir: Path, seed: int, verify: bool) -> dict[str, int]:
     return sizes
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    names = ["demonstrations.jsonl", "train.jsonl", "heldout.jsonl"]
-    files = {n: (root / n).read_bytes() for n in names if (root / n).exists()}
-    for p in sorted((root / "repos").rglob("*")):
-        if p.is_file():
-            files[str(p.relative_to(root))] = p.read_bytes()
-    return files
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--seed", type=int, default=0, help="Seed of the whole family.")
-    ap.add_argument("--check", action="store_true", help="Fail if the committed set is stale.")
-    ap.add_argument("--no-verify", action="store_true", help="Skip the pytest runs.")
-    args = ap.parse_args()
-    if args.check:
-        with tempfile.TemporaryDirectory(prefix="settings-fix-check-") as tmp:
-            generate(Path(tmp), args.seed, verify=False)
-            if _tree(Path(tmp)) != _tree(SET_DIR):
-                print("tasks/settings-fix is stale; run generate.py", file=sys.stderr)
-                return 1
-        return 0
-    sizes = generate(SET_DIR, args.seed, verify=not args.no_verify)
-    print(", ".join(f"{k}: {v} rows" for k, v in sizes.items()))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__ or "", SET_DIR, generate))
