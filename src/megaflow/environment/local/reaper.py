@@ -106,8 +106,13 @@ class Reaper:
         remove_sandbox_dir(directory)
 
     def _reap_cgroups(self) -> None:
+        """Remove the groups of every owner that is gone. An owner's groups of every
+        hierarchy are removed together, the freezer's first: a sandbox that was
+        frozen (an idle warm one) when its maker died cannot die, and so leave its
+        cpu or memory group, until that group is killed and thawed."""
         if self.layout is None:
             return
+        dead: dict[str, list[Path]] = {}
         for base in self.layout.bases():
             if not base.is_dir():
                 continue
@@ -115,4 +120,6 @@ class Reaper:
                 if not owner.is_dir() or owner.name == self.process or key_alive(owner.name):
                     continue
                 groups = [p for p in owner.iterdir() if p.is_dir()]
-                remove_groups([*groups, owner])
+                dead.setdefault(owner.name, []).extend([*groups, owner])
+        for paths in dead.values():
+            remove_groups(paths)
