@@ -74,7 +74,9 @@ def test_every_step_reaches_the_training_page(
         page.wait_for_function("() => location.search.includes('type=train')")
         page.locator("#tasks-table a").first.click()
         page.locator("#meta").get_by_role("link", name="trajectory").click()
-        page.wait_for_selector("#tokens span")
+        # the first trajectory page waits for the run's advantage estimator, and so
+        # for torch's first import in the dashboard (tens of seconds on 2 busy cores)
+        page.wait_for_selector("#tokens span", timeout=120_000)
         assert "Decoded with" in page.locator("#sample").inner_text()  # the policy's tokenizer
         texts = page.locator("#tokens span").all_text_contents()
         assert not any(re.fullmatch(r"\[\d+\]", t) for t in texts)  # text, not [id]

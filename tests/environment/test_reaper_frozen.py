@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def test_a_frozen_orphan_is_killed_and_all_its_groups_removed(tmp_path: Path) ->
     dirs = [layout.base(c) / dead / "frozen" for c in layout.mounts]
     for d in dirs:
         d.mkdir(parents=True)
-    child = subprocess.Popen(["sleep", "300"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     freezer = layout.base("freezer") / dead / "frozen"
     try:
         for d in dirs:

@@ -1,5 +1,6 @@
 """The exec server's spawner (server_spawner.py): what a command can reach of
-it, and what happens when the agent (same uid) kills or stops it."""
+it, and what happens when the agent (same uid) kills or stops it. The spawner
+is opt-in (``MEGAFLOW_EXEC_MODE=spawn``), so every test here turns it on."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ for who, pid in (("spawner", spawner), ("server", server)):
         seen[who] = "denied"
 print(json.dumps({"fds": fds, "seen": seen, "uid": os.getuid()}))
 """
+
+
+@pytest.fixture(autouse=True)
+def spawner_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "spawn")
 
 
 async def test_a_command_holds_no_channel_and_cannot_list_the_spawners_or_servers(
@@ -96,7 +102,7 @@ async def test_a_stopped_spawner_is_replaced(local: LocalRuntime) -> None:
 async def test_the_fork_mode_switch_starts_commands_from_the_server(
     local: LocalRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """MEGAFLOW_EXEC_MODE=fork (for benchmarks) forks the server: the command's
+    """MEGAFLOW_EXEC_MODE=fork (the default) forks the server: the command's
     parent is the server itself (oom_score_adj 0), not the spawner (1000)."""
     probe = "cat /proc/$PPID/oom_score_adj"
     async with await local.create(EnvironmentSpec()) as sb:

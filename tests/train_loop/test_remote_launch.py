@@ -107,7 +107,12 @@ def test_no_engine_outlives_a_run_killed_or_interrupted_mid_way(
     config = write_config(tmp_path, launched(tmp_path, policy, replicas, steps=50, weight_sync={
         "type": "disk", "root": str(tmp_path / "weights")}))  # fmt: skip
     log = (tmp_path / "run.log").open("w")
-    run = subprocess.Popen([*CLI, str(config)], stdout=log, stderr=log, cwd=tmp_path)
+    # Ctrl-C's default action, whatever the test runner's own (a background or
+    # xdist process may have SIGINT ignored, and a child inherits that)
+    run = subprocess.Popen(
+        [*CLI, str(config)], stdout=log, stderr=log, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         pids = engine_pids(tmp_path)
         deadline = time.monotonic() + 240
