@@ -14,9 +14,10 @@ Frame: ``>II`` (header length, body length), a header dict in ``marshal``
 format (version 4: plain types only, fast to load), then raw body bytes.
 Requests carry an ``id``; replies echo it. Commands run each in their own
 session (so a timeout kills the whole process group) with stdin on /dev/null.
-They are started by the spawner (``server_spawner``) with ``posix_spawn``;
-with ``fork`` as the server's fourth argument (or for a request too large
-for the spawner's socket), by a fork of this server as before.
+They are forked by this server, or, with ``spawn`` as the server's fourth
+argument (``MEGAFLOW_EXEC_MODE=spawn`` on the host), started by the spawner
+(``server_spawner``) with ``posix_spawn``, except a request too large for
+the spawner's socket, which is forked.
 
 The server is uid 0 of the sandbox with only CAP_SETUID, CAP_SETGID and
 CAP_KILL. Every command and terminal runs as the agent (uid and gid 1000, no
