@@ -1,4 +1,4 @@
-"""A sandbox that was frozen (an idle warm one) when its maker died is reaped.
+"""A sandbox left frozen by a maker that died mid-kill or mid-reset is reaped.
 
 On cgroup v1 every controller is its own hierarchy. A frozen process cannot
 die, so it cannot leave its cpu or memory group, until its freezer group is

@@ -107,9 +107,9 @@ class Reaper:
 
     def _reap_cgroups(self) -> None:
         """Remove the groups of every owner that is gone. An owner's groups of every
-        hierarchy are removed together, the freezer's first: a sandbox that was
-        frozen (an idle warm one) when its maker died cannot die, and so leave its
-        cpu or memory group, until that group is killed and thawed."""
+        hierarchy are removed together, the freezer's first: a sandbox left frozen
+        by a maker that died mid-kill or mid-reset (both freeze it for a moment)
+        cannot die, and so leave its cpu or memory group, until it is thawed."""
         if self.layout is None:
             return
         dead: dict[str, list[Path]] = {}
