@@ -78,3 +78,31 @@ def main(doc: str, set_dir: Path, generate: Callable[[Path, int, bool], dict[str
     sizes = generate(set_dir, args.seed, not args.no_verify)
     print(", ".join(f"{k}: {v} rows" for k, v in sizes.items()))
     return 0
+
+
+def commit_base(work: Path, files: dict[str, str], verify: bool, name: str) -> str:
+    """Write ``files`` into a fresh repository at ``work``, commit them as the base
+    and return its commit; with ``verify``, exit unless every base test passes."""
+    write_files(work, files)
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--allow-empty", "-m", "base")
+    base = git(work, "rev-parse", "HEAD").strip()
+    if verify and not all(pytest_results(work).values()):
+        raise SystemExit(f"{name}: the base tests must all pass")
+    return base
+
+
+def check_instance(
+    work: Path, gold: str, f2p: list[str], p2p: list[str], restore: Callable[[], object], iid: str
+) -> None:
+    """Exit unless FAIL_TO_PASS fails and PASS_TO_PASS passes before ``gold``, and
+    both pass after it; ``restore`` undoes ``gold`` afterwards."""
+    unfixed = pytest_results(work)
+    git(work, "apply", stdin=gold)
+    fixed = pytest_results(work)
+    restore()
+    if [n for n in f2p + p2p if not fixed.get(n)] or any(unfixed.get(n) for n in f2p):
+        raise SystemExit(f"{iid}: FAIL_TO_PASS/PASS_TO_PASS do not hold")
+    if not all(unfixed.get(n) for n in p2p):
+        raise SystemExit(f"{iid}: PASS_TO_PASS fails before the fix")

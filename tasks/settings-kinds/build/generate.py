@@ -26,6 +26,7 @@ Run: ``python tasks/settings-kinds/build/generate.py [--seed N] [--check]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import shutil
@@ -39,7 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kinds import KINDS, edit_text, entry, key, reader, settings_file
 from teacher import demonstrations
 
-from megaflow.datasets.family_build import GITIGNORE, git, main, pytest_results, write_files
+from megaflow.datasets.family_build import (
+    GITIGNORE,
+    check_instance,
+    commit_base,
+    git,
+    main,
+    write_files,
+)
 
 SET_DIR = Path(__file__).resolve().parent.parent
 
@@ -208,13 +216,7 @@ def build_repo(
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix=f"settings-kinds-{repo.name}-") as tmp:
         work = Path(tmp)
-        write_files(work, repo.files())
-        git(work, "init", "-q", "-b", "main")
-        git(work, "add", "-A")
-        git(work, "commit", "-q", "--allow-empty", "-m", "base")
-        base = git(work, "rev-parse", "HEAD").strip()
-        if verify and not all(pytest_results(work).values()):
-            raise SystemExit(f"{repo.name}: the base tests must all pass")
+        base = commit_base(work, repo.files(), verify, repo.name)
         for ch in changes:
             target, original = work / repo.path, repo.files()[repo.path]
             old_line = entry(repo.kind, ch.name, ch.old) + "\n"
@@ -230,14 +232,8 @@ def build_repo(
                 f"tests/test_settings.py::test_{n.lower()}_is_positive" for n in repo.values
             ]
             if verify:
-                unfixed = pytest_results(work)
-                git(work, "apply", stdin=gold)
-                fixed = pytest_results(work)
-                target.write_text(original)
-                if [n for n in f2p + p2p if not fixed.get(n)] or any(unfixed.get(n) for n in f2p):
-                    raise SystemExit(f"{ch.instance_id}: FAIL_TO_PASS/PASS_TO_PASS do not hold")
-                if not all(unfixed.get(n) for n in p2p):
-                    raise SystemExit(f"{ch.instance_id}: PASS_TO_PASS fails before the fix")
+                restore = functools.partial(target.write_text, original)
+                check_instance(work, gold, f2p, p2p, restore, ch.instance_id)
             git(work, "rm", "-q", "-f", test_path)
             rows.append(
                 {
