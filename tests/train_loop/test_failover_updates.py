@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,38 @@ async def test_a_turn_in_flight_finishes_on_the_old_weights_and_the_sample_count
     assert (report.dropped, report.groups_dropped) == (2, 1)
 
 
+def hold_until_update(backend: TransformersBackend) -> Any:
+    """Turn 2 as the test needs it, whatever the machine's speed: its first token
+    is not the end, and its second waits until an update is asked for (else a
+    short answer can end before the update arrives, and there is nothing to cut).
+    Only the sampled tokens change: the recorded logprobs are the raw logits'."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    eos = backend._tok.eos_token_id
+    sampling = backend._sampling
+
+    class Hold(LogitsProcessor):
+        calls = 0
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            Hold.calls += 1
+            if Hold.calls == 2:
+                deadline = time.monotonic() + 60
+                while not backend._update.up and time.monotonic() < deadline:
+                    time.sleep(0.001)
+            if Hold.calls > 2:
+                return scores
+            scores = scores.clone()
+            scores[:, eos] = -float("inf")
+            return scores
+
+    def held(request: ChatRequest) -> dict[str, Any]:
+        return {**sampling(request), "logits_processor": LogitsProcessorList([Hold()])}
+
+    backend._sampling = held  # type: ignore[method-assign]
+    return Hold
+
+
 async def test_resume_cuts_the_turn_at_the_update_and_finishes_it_on_the_new_weights(
     tiny: Path,
 ) -> None:
@@ -113,10 +146,11 @@ async def test_resume_cuts_the_turn_at_the_update_and_finishes_it_on_the_new_wei
         messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the code"}]
         first = await client.chat(messages, trajectory_id=tid, seed=1)
         messages += [first.message, {"role": "tool", "content": "test the code"}]
+        hold = hold_until_update(backend)
         second = asyncio.ensure_future(
             client.chat(messages, trajectory_id=tid, seed=2, max_tokens=200)
         )
-        while not backend._lock.locked():  # noqa: ASYNC110 - the backend exposes no event
+        while hold.calls < 2:  # noqa: ASYNC110 - turn 2 has its first token and waits
             await asyncio.sleep(0.001)
         await client.control.update_weights(new.state_dict(), 1)  # does not wait for turn 2
         answer = await second
