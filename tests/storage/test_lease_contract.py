@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from megaflow.core.errors import AlreadyExists
+from megaflow.core.errors import AlreadyExists, StorageError
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskSpec
+from megaflow.storage.abstract import Transition
 from megaflow.storage.lease import DriverLease, Lease, dead_here, new_owner
 from megaflow.storage.outage import Faults, Outage
 from megaflow.storage.retrying import RetryingMetadataStore
@@ -151,6 +154,78 @@ async def test_a_keeper_that_could_not_renew_learns_it_lost_the_run(tmp_path: Pa
         held = await other.get_lease("r1")
         assert held is not None
         assert held.owner == taker
+
+
+async def test_a_keeper_asked_at_once_says_whether_another_took_the_run(tmp_path: Path) -> None:
+    """A driver woken from a freeze can fail on the new driver's writes before its
+    renewer runs: ``confirm`` renews at once, and names the lost lease as the cause."""
+    async with SqliteMetadataStore(tmp_path / "m.db") as store:
+        keeper = DriverLease(store, "r1", 0.3)
+        await keeper.start()
+        try:
+            assert await keeper.confirm() is None  # still ours: the failure stands
+            assert keeper._renewer is not None
+            keeper._renewer.cancel()  # frozen: no renewal runs
+            await asyncio.sleep(0.5)
+            taker = new_owner()
+            await store.claim_lease("r1", taker, 30)
+            err = await keeper.confirm()
+            assert err is not None
+            assert "lost the driver lease of run r1" in str(err)
+            assert taker in str(err)
+            assert await asyncio.wait_for(keeper.lost(), 1) is err
+        finally:
+            await keeper.stop()
+        held = await store.get_lease("r1")
+        assert held is not None
+        assert held.owner == taker  # the loser's stop leaves the taker's lease alone
+
+
+async def test_a_fenced_store_takes_no_write_from_a_driver_that_lost_the_run(
+    tmp_path: Path,
+) -> None:
+    """The attacker is a driver frozen past its lease while another process took the
+    run over and moved its task on. Woken, its renewer has not run yet, and its
+    first act is a write from before the freeze. Unfenced it lands (the new driver's
+    task is moved back); fenced it is refused with the lost-lease error."""
+    async with RetryingMetadataStore(SqliteMetadataStore(tmp_path / "m.db"), outage()) as store:
+        await store.create_run(RunSpec(id="r1"))
+        await store.add_tasks([TaskSpec(id="r1/t", run_id="r1")])
+        keeper = DriverLease(store, "r1", 0.3)
+        await keeper.start()
+        try:
+            assert keeper._renewer is not None
+            keeper._renewer.cancel()  # frozen
+            await asyncio.sleep(0.5)
+            taker = new_owner()
+            await store.claim_lease("r1", taker, 30)
+            stale = [Transition("r1/t", TaskState.CANCELLED, TaskState.QUEUED)]
+            store.fence = keeper.fence
+            with pytest.raises(StorageError, match="lost the driver lease of run r1"):
+                await store.transition_many(stale)
+            assert (await store.get_task("r1/t")).state is TaskState.QUEUED  # untouched
+            store.fence = None
+            await store.transition_many(stale)  # the unfenced write the fence refused
+            assert (await store.get_task("r1/t")).state is TaskState.CANCELLED
+        finally:
+            await keeper.stop()
+
+
+async def test_a_fence_costs_nothing_while_the_lease_is_fresh(tmp_path: Path) -> None:
+    async with SqliteMetadataStore(tmp_path / "m.db") as store:
+        clock = [1000.0]
+        keeper = DriverLease(store, "r1", 30, clock=lambda: clock[0])
+        await keeper.start()
+        try:
+            assert keeper.lease is not None
+            keeper.lease = Lease("r1", keeper.owner, 1030.0)
+            await keeper.fence()
+            assert keeper.lease.expires_at == 1030.0  # no renewal asked for
+            clock[0] = 1025.0  # the renewer is late: the fence renews first
+            await keeper.fence()
+            assert keeper.lease.expires_at > 1030.0
+        finally:
+            await keeper.stop()
 
 
 async def test_owner_ids_differ_per_keeper() -> None:

@@ -114,6 +114,7 @@ class Job(Lifecycle):
             )
             await self.lease.start()
             self._started.append(self.lease)
+            self.stores.fence_writes(self.lease.fence)
             env_metrics = EnvironmentMetrics(self.registry)
             fleet: RayFleet | None = None
             if isinstance(cfg.fleet, RayFleetConfig):
@@ -271,6 +272,10 @@ class Job(Lifecycle):
                     with contextlib.suppress(asyncio.CancelledError, MegaFlowError):
                         await fut
         finished = waiting.done() and not waiting.cancelled() and waiting.exception() is None
+        if waiting.done() and not finished:
+            taken = await self.lease.confirm()  # failed because another driver took over?
+            if taken is not None:
+                raise taken
         if not finished and outage.done() and not outage.cancelled():
             raise self._stopped_by(outage.result())
         if not finished and lost.done() and not lost.cancelled():

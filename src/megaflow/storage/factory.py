@@ -7,6 +7,7 @@ transient faults (:mod:`megaflow.storage.retrying`) under the run's
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,11 @@ class Stores(Lifecycle):
             ),
             faults=faults,
         )
+
+    def fence_writes(self, fence: Callable[[], Awaitable[None]]) -> None:
+        """Await ``fence`` before every metadata write (a driver lease's ``fence``)."""
+        if isinstance(self.metadata, RetryingMetadataStore):
+            self.metadata.fence = fence
 
     async def start(self) -> None:
         started = []

@@ -164,6 +164,37 @@ class DriverLease(Lifecycle):
                 )
             )
 
+    async def confirm(self) -> StorageError | None:
+        """Renew now, outside the schedule: the error to stop with when another process
+        holds the run, else None. A job whose work failed asks this first: a driver
+        woken from a freeze can meet the new driver's writes (a task already moved on)
+        before its renewer runs, and the cause to report is the lost lease."""
+        if self._lost is not None and self._lost.done():
+            return self._lost.result()
+        try:
+            self.lease = await self.metadata.claim_lease(self.run_id, self.owner, self.ttl_s)
+        except AlreadyExists as exc:
+            self._lose(exc)
+            return await self.lost()
+        except MegaFlowError:
+            return None  # the store is away: the failure stands as it is
+        return None
+
+    async def fence(self) -> None:
+        """Called before each write of the run: raises the lost-lease error once another
+        process holds the run. While the lease has a third of its time left this costs
+        nothing; past that (the renewer is late: the process was frozen, or the store
+        slow) it renews first, so a driver woken after its lease ended learns it before
+        its first write, not after it."""
+        if self._lost is not None and self._lost.done():
+            raise self._lost.result()
+        lease = self.lease
+        if lease is None or self.clock() < lease.expires_at - self.ttl_s / 3:
+            return
+        taken = await self.confirm()
+        if taken is not None:
+            raise taken
+
     async def lost(self) -> StorageError:
         """Wait until the lease is lost to another driver; the error to stop with."""
         assert self._lost is not None, "the lease is not started"

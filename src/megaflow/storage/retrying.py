@@ -54,6 +54,10 @@ class RetryingMetadataStore(MetadataStore):
         self.inner = inner
         self.outage = outage
         self.spool = spool
+        self.fence: Callable[[], Awaitable[None]] | None = None
+        """Awaited before every write: raises once this process no longer drives the
+        run (:meth:`~megaflow.storage.lease.DriverLease.fence`), so a driver woken
+        from a freeze writes nothing over the work of the one that took over."""
 
     async def start(self) -> None:
         await self.inner.start()
@@ -67,6 +71,8 @@ class RetryingMetadataStore(MetadataStore):
     async def _write(self, call: Callable[[], Awaitable[object]], keep: Callable[[], None]) -> None:
         """``call`` (a write through the outage loop); once the store is given up
         (or writes kept before are not yet written: order must hold), ``keep`` it."""
+        if self.fence is not None:
+            await self.fence()
         spool = self.spool
         if spool is not None and not await spool.drain(self.inner):
             self._keep(keep)
