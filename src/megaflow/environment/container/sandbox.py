@@ -20,7 +20,7 @@ from megaflow.environment.abstract import (
     SandboxStats,
     shell_argv,
 )
-from megaflow.environment.container.exec import Output, run_command, run_quiet
+from megaflow.environment.container.exec import IncompleteExec, Output, run_command, run_quiet
 from megaflow.environment.container.scripts import KILL_SCRIPT, RESET_SCRIPT, SNAPSHOT_SCRIPT
 from megaflow.environment.container.tar import first_file, plain_tar, single_file_tar
 
@@ -91,6 +91,10 @@ class ContainerSandbox(Sandbox):
                 self._runtime.engine, self._api, self.container_id, argv, env or {}, workdir,
                 timeout, output,
             )  # fmt: skip
+        except IncompleteExec as e:
+            raise IncompleteExec(
+                f"sandbox {self.id}: exec {argv[:3]!r} lost its output or exit status: {e}"
+            ) from e
         except (DockerNotFound, APIError) as e:
             raise SandboxError(
                 f"sandbox {self.id}: exec {argv[:3]!r} failed: {e} (if its container "
