@@ -167,6 +167,11 @@ def task_specs(cfg: RunConfig, run_id: str, config_dir: Path | None = None) -> l
         "timeouts": Timeouts(deadline_s=cfg.deadline_s),
     }
     src = cfg.tasks
+    if src is None:
+        raise ConfigError(
+            "the config has no tasks to run (its train.sets serve megaflow train only)",
+            [("tasks", "required to run the config")],
+        )
     if isinstance(src, SwebenchTasksConfig):
         instances = load_instances(
             resolve_path(src.path, config_dir),

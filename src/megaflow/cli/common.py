@@ -48,17 +48,18 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 
 def storage_of(path: Path) -> StorageConfig:
-    """The storage a run config (it has ``tasks``) or a cluster config (its scheduler's) names."""
+    """The storage a run config (it has ``tasks`` or ``train``) or a cluster config
+    (its scheduler's) names."""
     import yaml
 
-    from megaflow.config.loader import load_config
+    from megaflow.config.loader import is_run_config, load_config
     from megaflow.rpc.config import load_cluster_config
 
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
         data = None  # the loader reports it
-    if isinstance(data, dict) and "tasks" in data:
+    if is_run_config(data):
         return load_config(path).storage
     return load_cluster_config(path).scheduler.storage
 

@@ -1,11 +1,11 @@
 """``megaflow config ...``: check run configs, and the cluster configs of
 ``megaflow up | serve``, before any work starts.
 
-A file is read as a cluster config when it has no ``tasks`` and only
+A file is read as a cluster config when it has no ``tasks`` nor ``train`` and only
 cluster-config fields (``state_dir``, ``auth``, ``scheduler``, ...); as a run
 config otherwise, so a run config that lost its ``tasks`` is told so. A run
 config's task paths (``tasks.path``, ``train.train_split.path``,
-``train.held_out.path``) must exist where a run looks for them: as given
+``train.sets[N].path``, ``train.held_out.path``) must exist where a run looks for them: as given
 (absolute, or from the working directory) or beside the config.
 """
 
@@ -21,6 +21,7 @@ from rich.text import Text
 
 from megaflow.cli.common import EXIT_BAD_INPUT, console, err_console
 from megaflow.config import load_config
+from megaflow.config.loader import is_run_config
 from megaflow.config.models import RunConfig
 from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError
@@ -42,7 +43,7 @@ def _is_cluster(file: Path) -> bool:
     return (
         isinstance(data, dict)
         and bool(data)
-        and "tasks" not in data
+        and not is_run_config(data)
         and set(data) <= set(ClusterConfig.model_fields)
     )
 
@@ -59,6 +60,7 @@ def _missing_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
     if cfg.train is not None:
         paths += [
             ("train.train_split.path", cfg.train.train_split.path),
+            *[(f"train.sets[{n}].path", s.path) for n, s in enumerate(cfg.train.sets or [])],
             *cfg.train.held_out_paths(),
         ]
     out = []
@@ -98,8 +100,9 @@ def validate(file: Path = typer.Argument(..., help="A run or cluster config (YAM
             f"{file}: {len(missing)} task path(s) do not exist", highlight=False, markup=False
         )
         raise typer.Exit(EXIT_BAD_INPUT)
+    tasks = cfg.tasks.type if cfg.tasks is not None else "train.sets"
     about = (
-        f"{file}: run {cfg.name!r}, tasks from {cfg.tasks.type}, "
+        f"{file}: run {cfg.name!r}, tasks from {tasks}, "
         f"agent {cfg.agent.type}, model {cfg.model.type}, "
         f"runtime {cfg.environment.runtime.type}, policy {cfg.scheduler.policy.type}"
     )

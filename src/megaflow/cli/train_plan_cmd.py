@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from megaflow.cli.common import console, fail
-from megaflow.config.loader import errors_from_validation
+from megaflow.config.loader import errors_from_validation, is_run_config
 from megaflow.core.errors import ConfigError
 from megaflow.train.plan_config import GB, PlanConfig
 from megaflow.train.planner import Plan, plan
@@ -99,7 +99,7 @@ def _load(path: Path) -> PlanConfig:
         fail(f"cannot read plan file {path}: {exc.strerror}")
     except yaml.YAMLError as exc:
         fail(f"{path}: malformed YAML: {exc}")
-    if isinstance(data, dict) and "tasks" in data:  # a run config, not a plan file
+    if is_run_config(data):  # a run config, not a plan file
         if not isinstance(data.get("train"), dict):
             fail(
                 f"{path}: a run config without a train: section has no trainer to plan; "

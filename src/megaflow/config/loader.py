@@ -18,6 +18,11 @@ MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 """Most values (scalars, mappings, lists) a config may hold once YAML aliases are expanded."""
 _TOO_DEEP = object()
+_MISSING = {
+    "tasks": "required field is missing: the tasks to run (a train run may name its "
+    "train.sets instead)",
+}
+"""A clearer reason than pydantic's for a required field that is missing."""
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -69,7 +74,7 @@ def errors_from_validation(exc: ValidationError, data: Any = None) -> list[tuple
         if err["type"] == "extra_forbidden":
             reason = "unknown field (check the spelling; see docs/configuration.md)"
         elif err["type"] == "missing":
-            reason = "required field is missing"
+            reason = _MISSING.get(_path(loc), "required field is missing")
         out.append((_path(loc), reason))
     return out
 
@@ -136,6 +141,12 @@ def _deep_line(text: str, limit: int) -> str:
     except (yaml.YAMLError, RecursionError):
         pass
     return ""
+
+
+def is_run_config(data: object) -> bool:
+    """Whether parsed YAML is a run config rather than a cluster or plan file: it has
+    ``tasks``, or a ``train:`` section (whose ``sets`` may stand in for ``tasks``)."""
+    return isinstance(data, dict) and ("tasks" in data or "train" in data)
 
 
 def parse_config(data: Any, source: str = "<config>") -> RunConfig:

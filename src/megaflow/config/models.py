@@ -129,7 +129,10 @@ class RunConfig(_Cfg):
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     max_attempts: int = Field(3, ge=1, le=100, description="Tries per task on infra errors.")
     deadline_s: float = Field(3600, gt=0, description="Longest time for one task.")
-    tasks: TasksConfig
+    tasks: TasksConfig | None = Field(
+        description="The tasks run; a train run whose train.sets name every task it trains "
+        "on may leave it out (its held-out split then names its own path)."
+    )
     agent: AgentConfig = Field(default_factory=BuiltinAgentConfig)
     model: ModelConfig = Field(default_factory=ReplayModelConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
@@ -149,6 +152,19 @@ class RunConfig(_Cfg):
     train: TrainingConfig | None = Field(
         None, description="The closed RL loop of `megaflow train` (docs/train-loop.md)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tasks_from_sets(cls, data: object) -> object:
+        """``tasks`` may be left out when ``train.sets`` gives the tasks trained on; else
+        it stays required (an explicit null too), so its absence is reported as ``tasks``."""
+        if not isinstance(data, dict) or data.get("tasks") is not None:
+            return data
+        train = data.get("train")
+        rest = {k: v for k, v in data.items() if k != "tasks"}
+        if isinstance(train, dict) and train.get("sets") is not None:
+            return {**rest, "tasks": None}
+        return rest
 
     @model_validator(mode="before")
     @classmethod

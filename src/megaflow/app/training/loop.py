@@ -99,15 +99,17 @@ class TrainLoop:
         self.say = printer
         self.splits: Splits = load_splits(cfg, config_dir)
         policy_dir(cfg)  # a bad model fails here, before anything starts
-        self.plan: PromptPlan | MixedPlan = PromptPlan(
-            tuple(i.instance_id for i in self.splits.train),
-            self.tc.prompts_per_step,
-            self.tc.steps,
-            self.tc.seed,
-        )
         cfg = self.cfg = with_set_grading(cfg)  # train and held-out sets: each set's grader
-        if self.tc.sets is not None:  # several task sets: their plan
-            self.plan = mixed_plan(cfg, config_dir)
+        self.plan: PromptPlan | MixedPlan = (
+            mixed_plan(cfg, config_dir)  # several task sets: their plan
+            if self.tc.sets is not None
+            else PromptPlan(
+                tuple(i.instance_id for i in self.splits.train),
+                self.tc.prompts_per_step,
+                self.tc.steps,
+                self.tc.seed,
+            )
+        )
         self.config_dir = config_dir
         self.job = Job(cfg, run_id=run_id, config_dir=config_dir)
         self.incarnation = secrets.token_hex(3)

@@ -3,7 +3,9 @@
 The train split is a SWE-bench-style task set: ``path`` (as the run's
 ``tasks.path``: relative to the working directory, else to the config's
 folder) or, when it names none, the run's own ``tasks``; then ``instances``,
-``exclude`` and ``limit`` select from it. The held-out split is such a split
+``exclude`` and ``limit`` select from it. A run with ``train.sets`` has no
+train split (its sets are its prompts), and may have no ``tasks`` either;
+then a held-out split of instances must name its ``path``. The held-out split is such a split
 too, or one or several task sets of any kind a ``train.sets`` entry takes
 (:func:`megaflow.app.training.mixed.load_set`), whose tasks carry their
 set's grader key so the ``sets`` grader grades each by its set's grader.
@@ -27,6 +29,7 @@ from megaflow.config.paths import resolve_path
 from megaflow.core.errors import ConfigError
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
+from megaflow.datasets.sources import DEFAULT_MAX_SOURCE_MB
 from megaflow.grading.sets import SET_KEY
 from megaflow.train.loop_config import HeldOutConfig, SplitConfig
 from megaflow.train.task_sets import held_out_grader_key
@@ -70,19 +73,24 @@ def _load(
     cfg: RunConfig, split: SplitConfig, where: str, config_dir: Path | None
 ) -> list[SWEInstance]:
     src = cfg.tasks
-    if not isinstance(src, SwebenchTasksConfig):
+    if split.path is None and src is None:
+        why = "the run has no tasks to take the split from: name its file"
+        raise ConfigError(f"{where}.path is needed: {why}", [(f"{where}.path", why)])
+    if split.path is None and not isinstance(src, SwebenchTasksConfig):
         raise ConfigError(
-            "megaflow train needs SWE-bench-style tasks (tasks.type: swebench)",
-            [("tasks.type", "must be swebench for a training run")],
+            f"{where} is taken from the run's tasks, which are not SWE-bench-style "
+            "(tasks.type: swebench); name its file",
+            [(f"{where}.path", "needed: tasks.type is not swebench")],
         )
-    path = resolve_path(split.path or src.path, config_dir)
+    swe = src if isinstance(src, SwebenchTasksConfig) else None
+    path = resolve_path(split.path or (swe.path if swe else ""), config_dir)
     instances = load_instances(
         path,
-        source_roots=source_roots(src.source_roots, config_dir),
-        max_source_bytes=src.max_source_mb * 1024 * 1024,
+        source_roots=source_roots(swe.source_roots if swe else [], config_dir),
+        max_source_bytes=(swe.max_source_mb if swe else DEFAULT_MAX_SOURCE_MB) * 1024 * 1024,
     )
-    if split.path is None and src.instances is not None:
-        instances = [i for i in instances if i.instance_id in set(src.instances)]
+    if split.path is None and swe is not None and swe.instances is not None:
+        instances = [i for i in instances if i.instance_id in set(swe.instances)]
     return _select(instances, lambda i: i.instance_id, split, where, path)
 
 
@@ -145,7 +153,8 @@ def load_splits(cfg: RunConfig, config_dir: Path | None) -> Splits:
             f"({tc.temperature:g}): the trainer's ratio must see the sampler's distribution",
             [("train.temperature", f"must equal {where}.temperature")],
         )
-    train = _load(cfg, tc.train_split, "train.train_split", config_dir)
+    # with train.sets the sets are the prompts (mixed.py), and the run may have no tasks
+    train = _load(cfg, tc.train_split, "train.train_split", config_dir) if tc.sets is None else []
     sets = tc.held_out_sets()
     if not sets:  # a split of instances, graded by the run's grading
         assert not isinstance(tc.held_out, list)
