@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,7 @@ from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.environment.rootfs import build_busybox_rootfs
+from podman_peer import PodmanPeer, podman_density
 from report import LOAD_AT_START, add_rule_args, begin, report
 
 HOST = EnvironmentSpec()
@@ -120,7 +119,9 @@ def pss_of(pids: list[int]) -> int:
     return total
 
 
-async def density(rt: LocalRuntime, live: int) -> tuple[int, float, float, float]:
+async def density(
+    rt: LocalRuntime, live: int, spec: EnvironmentSpec
+) -> tuple[int, float, float, float]:
     """Start ``live`` persistent sandboxes; (reached, MiB each by MemAvailable,
     MiB each by PSS, seconds taken)."""
     before = mem_available()
@@ -129,7 +130,7 @@ async def density(rt: LocalRuntime, live: int) -> tuple[int, float, float, float
     try:
         while len(boxes) < live:
             batch = min(16, live - len(boxes))
-            boxes += await asyncio.gather(*(rt.create(HOST) for _ in range(batch)))
+            boxes += await asyncio.gather(*(rt.create(spec) for _ in range(batch)))
         took = time.perf_counter() - t0
         await asyncio.sleep(1)
         results = await asyncio.gather(*(sb.exec(["true"]) for sb in boxes))
@@ -141,51 +142,6 @@ async def density(rt: LocalRuntime, live: int) -> tuple[int, float, float, float
     finally:
         for i in range(0, len(boxes), 64):
             await asyncio.gather(*(sb.destroy() for sb in boxes[i : i + 64]))
-
-
-class Podman:
-    """``podman`` on private storage, with runc and cgroupfs."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
-        self.cli += ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
-        self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.cli, *args], capture_output=True, text=True, check=False)
-
-    def close(self) -> None:
-        self.run("rmi", "-a", "-f")
-        with open("/proc/self/mountinfo") as f:
-            points = [line.split()[4] for line in f if str(self.base) in line]
-        for point in sorted(points, key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-        shutil.rmtree(self.base, ignore_errors=True)
-
-
-class PodmanPeer:
-    """``podman run --rm`` of a command in the busybox image, on private storage."""
-
-    def __init__(self, rootfs: Path) -> None:
-        self.pm = Podman(Path(tempfile.mkdtemp(prefix="mf-bench-podman-")))
-        done = self.pm.run("import", "-q", str(rootfs), "megaflow-bench:rootfs")
-        if done.returncode != 0:
-            self.pm.close()
-            raise RuntimeError(f"podman import failed: {done.stderr.strip()[:200]}")
-        nofile = os.sysconf("SC_OPEN_MAX")
-        self.limits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=32768:32768"]
-        self.once()  # first run outside the timing, as the local side's image unpack
-
-    def once(self) -> float:
-        t0 = time.perf_counter()
-        done = self.pm.run(
-            "run", "--rm", "--network", "none", *self.limits, "megaflow-bench:rootfs", "true"
-        )
-        took = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise RuntimeError(f"podman run failed: {done.stderr.strip()[:200]}")
-        return took
 
 
 async def local_once(rt: LocalRuntime, spec: EnvironmentSpec) -> float:
@@ -230,6 +186,16 @@ async def same_command(
     return local, runs if isinstance(peer, PodmanPeer) else peer
 
 
+def podman_dense(rootfs: Path, live: int) -> dict[str, float] | str:
+    """Podman's host memory per idle container at ``live``, or why it was not measured."""
+    if shutil.which("podman") is None:
+        return "podman not installed"
+    try:
+        return podman_density(rootfs, live)
+    except RuntimeError as e:
+        return str(e)
+
+
 async def main(args: argparse.Namespace) -> None:
     if args.mode != "table":
         await sandbox_probes.run_mode(args.mode, args.n, args.image)
@@ -247,10 +213,11 @@ async def main(args: argparse.Namespace) -> None:
         cold16, _, _ = await cold_starts(rt, max(16, n_cold), 16)
         warm = await warm_acquires(rt, n_warm)
         trips = await exec_trips(rt, n_exec)
-        ok, by_avail, by_pss, took = await density(rt, live)
-        local_same, peer = await same_command(rt, rootfs, n_peer)
+        local_same, peer = await same_command(rt, rootfs, n_peer)  # unpacks the image
+        ok, by_avail, by_pss, took = await density(rt, live, EnvironmentSpec(image=str(rootfs)))
     finally:
         await rt.stop()
+    dense = podman_dense(rootfs, live)
     shutil.rmtree(work, ignore_errors=True)
 
     def row(name: str, vals: list[float], target: str) -> list[str]:
@@ -280,6 +247,15 @@ async def main(args: argparse.Namespace) -> None:
         ["host memory per sandbox", f"{by_avail:.1f} MiB (MemAvailable drop)",
          f"{by_pss:.1f} MiB (PSS)", "<= 10 MiB", ""],
     ]  # fmt: skip
+    if isinstance(dense, dict):
+        rows.append([
+            f"peer: host memory per podman container ({dense['live']:.0f} live)",
+            f"{dense['MemAvailable']:.1f} MiB (MemAvailable drop)",
+            f"{dense['container PSS'] + dense['conmon PSS']:.1f} MiB (PSS, conmon "
+            f"{dense['conmon PSS']:.1f})", "-", "",
+        ])  # fmt: skip
+    else:
+        rows.append(["peer: host memory per podman container", dense, "-", "-", ""])
     notes = (
         "P50/P99 columns hold the figure for the rows without percentiles. "
         "Run with `--live 1000` for the density target; the default is smaller. "
@@ -289,7 +265,11 @@ async def main(args: argparse.Namespace) -> None:
         f"interleaved in alternating order (local, podman, podman, local, ...) for "
         f"{len(local_same)} pairs, the first run of "
         "each outside the timing. Cold-start rows are create-only on the host image and have "
-        "no podman counterpart."
+        "no podman counterpart. Host memory: the same count of idle live sandboxes and "
+        "`podman run -d` containers of `sleep` on the busybox image, one side after the "
+        "other (local first), each measured against MemAvailable just before its own starts; "
+        "PSS sums each side's processes (local: bubblewrap and the exec server; podman: "
+        "the container's process and its conmon)."
     )
     cols = ["figure", "P50", "P99", "target", "n"]
     title = "Local sandboxes (bubblewrap) vs podman run"

@@ -1,0 +1,118 @@
+"""Podman as the sandbox benchmarks' peer: ``podman run`` on private storage, and
+host memory per live container at a given count.
+
+Both are on runc and cgroupfs with overlay storage in a folder of their own
+(``--root``/``--runroot``), the busybox image imported once from the same root
+filesystem the local side uses, and the network off, as a local sandbox's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sandbox_probes import meminfo
+
+IMAGE = "megaflow-bench:rootfs"
+
+
+class Podman:
+    """``podman`` on private storage, with runc and cgroupfs."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
+        self.cli += ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+        self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.cli, *args], capture_output=True, text=True, check=False)
+
+    def close(self) -> None:
+        self.run("rmi", "-a", "-f")
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4] for line in f if str(self.base) in line]
+        for point in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class PodmanPeer:
+    """``podman run --rm`` of a command in the busybox image, on private storage."""
+
+    def __init__(self, rootfs: Path) -> None:
+        self.pm = Podman(Path(tempfile.mkdtemp(prefix="mf-bench-podman-")))
+        done = self.pm.run("import", "-q", str(rootfs), "megaflow-bench:rootfs")
+        if done.returncode != 0:
+            self.pm.close()
+            raise RuntimeError(f"podman import failed: {done.stderr.strip()[:200]}")
+        nofile = os.sysconf("SC_OPEN_MAX")
+        self.limits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=32768:32768"]
+        self.once()  # first run outside the timing, as the local side's image unpack
+
+    def once(self) -> float:
+        t0 = time.perf_counter()
+        done = self.pm.run(
+            "run", "--rm", "--network", "none", *self.limits, "megaflow-bench:rootfs", "true"
+        )
+        took = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise RuntimeError(f"podman run failed: {done.stderr.strip()[:200]}")
+        return took
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def podman_density(rootfs: Path, n: int, batch: int = 8) -> dict[str, float]:
+    """Host memory per idle container at ``n`` live ones (``podman run -d`` of
+    ``sleep``, ``batch`` CLI calls at a time): MiB per container of the drop of
+    MemAvailable and of the kernel's Slab and PageTables, the PSS of each
+    container's processes and of its conmon (podman has no daemon: conmon is its
+    per-container supervisor), and the seconds to start them all."""
+    peer = PodmanPeer(rootfs)
+    pm, ids = peer.pm, []
+    try:
+        time.sleep(0.5)
+        before = meminfo()
+        t0 = time.perf_counter()
+        cmd = ["run", "-d", "--network", "none", *peer.limits, IMAGE, "sleep", "1000000"]
+        with ThreadPoolExecutor(batch) as pool:
+            for done in pool.map(lambda _: pm.run(*cmd), range(n)):
+                if done.returncode != 0:
+                    raise RuntimeError(f"podman run -d failed: {done.stderr.strip()[:200]}")
+                ids.append(done.stdout.strip())
+        took = time.perf_counter() - t0
+        time.sleep(1)
+        after = meminfo()
+        fmt = "{{.State.Pid}} {{.State.ConmonPid}}"
+        shown = pm.run("inspect", "--format", fmt, *ids).stdout.split("\n")
+        pairs = [line.split() for line in shown if line.strip()]
+        box = sum(_pss(int(p[0])) for p in pairs)
+        conmon = sum(_pss(int(p[1])) for p in pairs)
+        mib = 2**20 * n
+        return {
+            "MemAvailable": (before["MemAvailable"] - after["MemAvailable"]) / mib,
+            "Slab": (after["Slab"] - before["Slab"]) / mib,
+            "PageTables": (after["PageTables"] - before["PageTables"]) / mib,
+            "container PSS": box / mib,
+            "conmon PSS": conmon / mib,
+            "seconds to start all": took,
+            "live": float(len(pairs)),
+        }
+    finally:
+        for i in range(0, len(ids), 64):
+            pm.run("rm", "-f", "-t", "0", *ids[i : i + 64])
+        pm.close()
