@@ -180,24 +180,26 @@ def gc(
     root: str = RootOption,
     images: bool = typer.Option(False, "--images", help="Also empty the image cache."),
 ) -> None:
-    """Remove sandboxes whose process died or whose deadline passed, and their cgroups."""
+    """Remove sandboxes whose process died or whose deadline passed, and their cgroups;
+    kill the stray processes a dead MegaFlow process's sandboxes left anywhere on the host."""
     from megaflow.environment.local import LocalRuntime
 
-    async def go() -> int:
+    async def go() -> tuple[int, int]:
         rt = LocalRuntime(LocalRuntimeConfig(root=root))
         await rt.start()  # start reaps
-        removed = rt.reaped_at_start
+        removed, killed = rt.reaped_at_start, rt.swept
         if images:
             rt.remove_all_images()
         await rt.stop()
-        return removed
+        return removed, killed
 
     try:
-        removed = asyncio.run(go())
+        removed, killed = asyncio.run(go())
     except MegaFlowError as e:
         fail(str(e))
     console.print(
-        f"removed {removed} orphaned sandbox(es)" + (" and the image cache" if images else "")
+        f"removed {removed} orphaned sandbox(es); killed {killed} stray sandbox process(es)"
+        + ("; emptied the image cache" if images else "")
     )
 
 

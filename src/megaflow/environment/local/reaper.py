@@ -53,9 +53,12 @@ class Reaper:
         self.root = sandbox_root
         self.layout = layout
         self.process = process
+        self.swept = 0
+        """How many stray sandbox processes the marker sweep killed (last ``reap``)."""
 
     def reap(self, live: set[str]) -> int:
-        """Remove every orphan; return how many sandboxes were removed."""
+        """Remove every orphan; return how many sandboxes were removed (the
+        processes the marker sweep killed are counted in ``swept``)."""
         count = 0
         now = time.time()
         if os.geteuid() == 0:  # first: a staged view keeps directories below it busy
@@ -90,7 +93,7 @@ class Reaper:
                 self._remove_dir(entry)
                 count += 1
         self._reap_cgroups()
-        sweep(lambda key: key == self.process or key_alive(key))
+        self.swept = sweep(lambda key: key == self.process or key_alive(key))
         return count
 
     def kill(self, record: SandboxRecord) -> None:

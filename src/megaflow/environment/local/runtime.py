@@ -77,6 +77,8 @@ class LocalRuntime(Runtime):
         self._started = False
         self._reap_task: asyncio.Task[None] | None = None
         self.reaped_at_start = 0
+        self.swept = 0
+        """Stray sandbox processes of dead makers the reaper's marker sweep killed so far."""
         self._stopped = False
         self._binds: dict[Path, list[str]] = {}
         self.ids: userns.IdMap | None = None
@@ -307,6 +309,7 @@ class LocalRuntime(Runtime):
         live = {sb.id for sb in self.sandboxes.values()}
         reaper = Reaper(self.sandbox_root, self.layout, self.process)
         orphans = await asyncio.to_thread(reaper.reap, live)
+        self.swept += reaper.swept
         return len(expired) + orphans
 
     def remove_all_images(self) -> None:
