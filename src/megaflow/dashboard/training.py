@@ -10,6 +10,10 @@ The layout is the trainer's (:mod:`megaflow.train.checkpoint`), read here as
 plain JSON so that no torch is imported. A curve is shown as stored: steps
 (train reward, loss, KL, weights version, staleness) and held-out rounds
 (reward over steps); a file that does not parse is reported, not skipped.
+A run whose ``train.held_out`` names task sets records each set's figures in
+every round (``EvalPoint.sets``); :func:`heldout_sets` gives each set's
+latest round, which the training page shows as a table beside the per-set
+series of its reward chart.
 """
 
 from __future__ import annotations
@@ -117,4 +121,20 @@ def summary(curve: dict[str, Any]) -> dict[str, Any]:
         "kl": last.get("kl"),
         "staleness_max": max((s.get("staleness_max", 0) for s in steps), default=None),
         "heldout_reward": evals[-1]["reward_mean"] if evals else None,
+        "heldout_sets": heldout_sets(evals),
     }
+
+
+def heldout_sets(evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each held-out set's figures in the latest round that evaluated it (its pass@1
+    with ``ci_low`` and ``ci_high``, samples, greedy, malformed ...), with that round's
+    ``step`` and ``weights_version``; in the order the sets first appear, none for a
+    run whose held-out split is not sets."""
+    latest: dict[str, dict[str, Any]] = {}
+    for point in evals:
+        sets = point.get("sets") if isinstance(point, dict) else None
+        for name, figures in (sets if isinstance(sets, dict) else {}).items():
+            if isinstance(figures, dict):
+                at = {"step": point.get("step"), "weights_version": point.get("weights_version")}
+                latest[name] = {"set": name, **at, **figures}
+    return list(latest.values())

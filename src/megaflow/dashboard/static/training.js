@@ -2,6 +2,7 @@
 "use strict";
 
 const COLORS = ["#c62828", "#1565c0", "#2f7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+const SET_COLORS = ["#ef6c00", "#00838f", "#ad1457", "#5d4037", "#558b2f", "#283593"];
 
 const TR = {
   id: MF.param("id"),
@@ -65,6 +66,10 @@ const TR = {
       if (v.evals.some((e) => e.greedy !== null && e.greedy !== undefined)) line("held-out greedy", TR.at(xs, v.evals, (e) => e.greedy), 2);
       const withK = v.evals.find((e) => e.pass_at_k !== null && e.pass_at_k !== undefined);
       if (withK) line(`held-out pass@${withK.k}`, TR.at(xs, v.evals, (e) => e.pass_at_k ?? null), 3);
+      // held-out task sets (train.held_out as sets): each set's sampled pass@1 per round
+      TR.setNames(v.evals).forEach((name, k) => series.push({ label: `${p}held-out ${name} pass@1`,
+        values: TR.at(xs, v.evals, (e) => (e.sets && e.sets[name] ? e.sets[name].reward_mean : null)),
+        color: SET_COLORS[k % SET_COLORS.length], dash: i ? [8, 4] : [4, 2] }));
     });
     MF.lines(document.getElementById("reward-chart"), "reward (train per step ± std; held-out with its 95% interval)", xs, series, "step", { width, range: [0, 1] });
   },
@@ -90,6 +95,23 @@ const TR = {
     box.dataset.shown = shown.join(" ");
   },
 
+  setNames(evals) {
+    const names = [];
+    for (const e of evals) for (const n of Object.keys(e.sets || {})) if (!names.includes(n)) names.push(n);
+    return names;
+  },
+
+  // Each held-out set's latest round (the API's heldout_sets): pass@1 with its 95% interval.
+  heldoutSets(v) {
+    const sets = v.heldout_sets || [], box = document.getElementById("heldout-sets");
+    box.hidden = !sets.length;
+    const rows = sets.map((s) => [s.set, s.step, `${MF.num(s.reward_mean, 3)} [${MF.num(s.ci_low, 3)}, ${MF.num(s.ci_high, 3)}]`,
+      s.samples ?? "-", s.masked ?? "-", MF.num(s.pass_at_k, 3), MF.num(s.greedy, 3), MF.num(s.malformed, 3)]);
+    const t = MF.table(["set", "step", "pass@1 [95% interval]", "samples", "lost", "pass@k", "greedy", "malformed"], rows);
+    t.id = "heldout-sets-table";
+    document.getElementById("heldout-sets-body").replaceChildren(t);
+  },
+
   steps(v) {
     const link = (s) => (v.has_run ? MF.link(`/run?id=${encodeURIComponent(v.run)}&type=train&q=${encodeURIComponent(`.s${String(s.step).padStart(5, "0")}.`)}`, String(s.step)) : s.step);
     const rows = v.steps.map((s) => [link(s), MF.num(s.reward_mean), MF.num(s.reward_std), MF.num(s.loss, 4), MF.num(s.grad_norm, 3), MF.num(s.clip_fraction, 3),
@@ -108,6 +130,7 @@ const TR = {
     links.replaceChildren(...(v.has_run ? [MF.el("a", { id: "run-link", href: MF.runHref(v.run) }, "rollouts of this run")] : [MF.el("span", { text: "no run of this id in the metadata store" })]));
     document.getElementById("problems").replaceChildren(...views.flatMap((x) => x.problems.map((p) => MF.el("p", { class: "error", text: p }))));
     TR.render(views.map((x) => ({ ...x, steps: (x.curve && x.curve.steps) || [], evals: (x.curve && x.curve.evals) || [] })));
+    TR.heldoutSets(v);
     TR.steps({ ...v, steps: (v.curve && v.curve.steps) || [] });
     const cfg = document.getElementById("config");
     if (v.config && !cfg.dataset.done) { cfg.dataset.done = "1"; cfg.append(MF.el("details", {}, MF.el("summary", { text: "the run's config" }), MF.el("pre", { class: "config", id: "config-json", text: JSON.stringify(v.config, null, 2) }))); }
