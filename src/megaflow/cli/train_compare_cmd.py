@@ -3,7 +3,8 @@
 TRAINED and CONTROL are the ``curve.json`` files (or their PNGs) of two runs
 of one config, the second with ``--control shuffled``. Prints the held-out
 figures of both (sampled pass@1 with its 95% interval, greedy, malformed)
-and the paired difference; exits 1 unless the control stayed inside the
+and the paired difference, and each held-out set's when the runs held out
+task sets; exits 1 unless the control stayed inside the
 interval it started in and the trained run beat it
 (:mod:`megaflow.app.training.compare`), 2 for a file that is not such a curve.
 """

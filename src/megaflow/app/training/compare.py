@@ -10,7 +10,11 @@ held-out tasks. The verdict holds two checks:
   per-prompt means (trained minus control) has a 95% interval above 0.
 
 ``megaflow train compare TRAINED CONTROL`` prints :func:`table` and exits
-non-zero unless both hold.
+non-zero unless both hold. When the runs held out task sets
+(``EvalPoint.sets``), the table also gives, for each set both last rounds
+evaluated, each arm's pass@1 with its interval and the paired difference
+over the set's own prompts (their per-prompt keys are ``<set>.<task id>``);
+these inform, the verdict stays the one over every held-out prompt.
 """
 
 from __future__ import annotations
@@ -41,11 +45,26 @@ def _estimate(p: EvalPoint, where: str) -> Estimate:
 
 
 @dataclass(frozen=True)
+class SetDifference:
+    """One held-out set in both arms' last rounds: each arm's pass@1 with its interval
+    (None: nothing graded) and trained minus control over the set's prompts both
+    graded (None with fewer than 2 of them)."""
+
+    name: str
+    trained: Estimate | None
+    control: Estimate | None
+    difference: Estimate | None
+
+
+@dataclass(frozen=True)
 class Verdict:
     before: EvalPoint
     trained: EvalPoint
     control: EvalPoint
     difference: Estimate
+    sets: tuple[SetDifference, ...] = ()
+    only_one: tuple[str, ...] = ()
+    """Held-out sets of one arm's last round only: no difference to give."""
 
     @property
     def control_held(self) -> bool:
@@ -87,7 +106,30 @@ def compare(trained: Curve, control: Curve) -> Verdict:
     t_last, c_last = trained.evals[-1], control.evals[-1]
     _estimate(t_last, trained.run_id), _estimate(c_last, control.run_id)
     diff = paired_difference(t_last.per_prompt, c_last.per_prompt)
-    return Verdict(first, t_last, c_last, diff)
+    t_sets, c_sets = t_last.sets or {}, c_last.sets or {}
+    both = tuple(_set_difference(n, t_last, c_last) for n in t_sets if n in c_sets)
+    only = tuple(n for n in [*t_sets, *c_sets] if (n in t_sets) != (n in c_sets))
+    return Verdict(first, t_last, c_last, diff, both, only)
+
+
+def _of_set(p: EvalPoint, name: str) -> tuple[Estimate | None, dict[str, float]]:
+    """Set ``name``'s pass@1 in round ``p``, and its prompts' means (keys ``<set>.<id>``)."""
+    prompts = {k: v for k, v in p.per_prompt.items() if k.split(".", 1)[0] == name}
+    f = (p.sets or {}).get(name, {})
+    mean, low, high = f.get("reward_mean"), f.get("ci_low"), f.get("ci_high")
+    if mean is None or low is None or high is None:
+        return None, prompts
+    return Estimate(float(mean), float(low), float(high), len(prompts)), prompts
+
+
+def _set_difference(name: str, trained: EvalPoint, control: EvalPoint) -> SetDifference:
+    t, t_prompts = _of_set(trained, name)
+    c, c_prompts = _of_set(control, name)
+    try:
+        diff: Estimate | None = paired_difference(t_prompts, c_prompts)
+    except ValueError:  # fewer than 2 prompts in common: no interval to give
+        diff = None
+    return SetDifference(name, t, c, diff)
 
 
 def _fig(x: float | None) -> str:
@@ -104,9 +146,26 @@ def table(v: Verdict) -> list[str]:
         out.append(f"{label:<22}{est:<26}{_fig(p.greedy):>8}{_fig(p.malformed):>11}")
     d = v.difference
     out.append(f"trained - control over {d.n} prompts: {d.show()}")
+    out += _set_rows(v)
     where = "within" if v.control_held else ("ABOVE" if v.control_gained else "below")
     out.append(
         f"control {where} its interval before training; "
         f"trained beats control: {'yes' if v.beats_control else 'NO'}"
     )
+    return out
+
+
+def _set_rows(v: Verdict) -> list[str]:
+    """Each held-out set's row: both arms' pass@1 and their difference over its prompts."""
+    if not v.sets and not v.only_one:
+        return []
+    out = [f"{'held-out set':<22}{'trained':<26}{'control':<26}trained - control"]
+    for s in v.sets:
+        t = s.trained.show() if s.trained else "-"
+        c = s.control.show() if s.control else "-"
+        d = s.difference
+        diff = f"{d.show()} over {d.n} prompts" if d else "- (fewer than 2 prompts in common)"
+        out.append(f"{s.name:<22}{t:<26}{c:<26}{diff}")
+    for name in v.only_one:
+        out.append(f"{name:<22}in one run's last round only: no difference")
     return out
