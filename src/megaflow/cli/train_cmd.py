@@ -2,7 +2,9 @@
 
 Prints the held-out reward before training, one line per step (reward mean,
 loss, KL, weights version, staleness, seconds), the held-out reward after
-each evaluation round, and at the end where the PNG curve and its JSON went.
+each evaluation round, and at the end the held-out reward at the first and
+last rounds (each held-out set's too, with its interval) and where the PNG
+curve and its JSON went.
 ``--resume RUN`` continues RUN from its last checkpoint with the same config;
 ``--no-updates`` runs the same loop without optimizer steps; ``--control
 shuffled`` the same loop with each group's rewards permuted before the
@@ -62,6 +64,7 @@ def train(
 ) -> None:
     """Train the rollout model on CONFIG's tasks with GRPO, pushing new weights in place."""
     try:
+        from megaflow.app.training.heldout import closing_lines
         from megaflow.app.training.loop import TrainLoop
     except ImportError as exc:
         fail(f"megaflow train needs the train extra (pip install 'megaflow[train]'): {exc}")
@@ -124,15 +127,8 @@ def train(
         fail(f"interrupted; continue with `megaflow train {config} --resume {run_id}`", EXIT_FAILED)
     except MegaFlowError as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
-    if result.evals:
-        first, last = result.evals[0], result.evals[-1]
-        shown = [f"{e.reward_mean:.3f}" if e.reward_mean is not None else "none graded"
-                 for e in (first, last)]  # fmt: skip
-        console.print(
-            f"held-out reward: {shown[0]} at step {first.step} -> "
-            f"{shown[1]} at step {last.step} (weights v{last.weights_version})",
-            highlight=False,
-        )
+    for line in closing_lines(result.evals):  # overall, then each held-out set's
+        console.print(line, highlight=False)
     if loop.sync_s:
         mean = sum(loop.sync_s) / len(loop.sync_s)
         console.print(f"weight sync: {mean * 1000:.0f} ms per update", highlight=False)

@@ -270,3 +270,32 @@ def eval_line(p: EvalPoint) -> str:
         line += f"; greedy {p.greedy:.3f} over {p.greedy_samples}"
     sets = "  sets " + "  ".join(_set_part(n, f) for n, f in p.sets.items()) if p.sets else ""
     return f"{line}{gone} (weights v{p.weights_version}){sets}"
+
+
+def _set_figure(f: dict[str, float | int | None] | None) -> str:
+    if f is None or f.get("reward_mean") is None:
+        return "none graded"
+    low, high = f.get("ci_low"), f.get("ci_high")
+    span = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+    return f"{f['reward_mean']:.3f}{span} n {f.get('samples')}"
+
+
+def closing_lines(evals: Sequence[EvalPoint]) -> list[str]:
+    """What `megaflow train` prints of its held-out rounds when it ends: pass@1 at the
+    first and the last round and, for held-out sets, each set's with its interval
+    and graded samples (a set the first round lacks shows ``none graded`` there)."""
+    if not evals:
+        return []
+    first, last = evals[0], evals[-1]
+    shown = [f"{e.reward_mean:.3f}" if e.reward_mean is not None else "none graded"
+             for e in (first, last)]  # fmt: skip
+    out = [
+        f"held-out reward: {shown[0]} at step {first.step} -> "
+        f"{shown[1]} at step {last.step} (weights v{last.weights_version})"
+    ]
+    rounds = [first, last] if first is not last else [last]
+    names = [n for e in rounds for n in (e.sets or {})]
+    for name in dict.fromkeys(names):
+        parts = [f"{_set_figure((e.sets or {}).get(name))} at step {e.step}" for e in rounds]
+        out.append(f"held-out {name}: {' -> '.join(parts)}")
+    return out
