@@ -7,7 +7,9 @@ security context, seccomp profile, volumes and limits honoured, an unknown
 field refused), on a node whose kubelet seccomp root holds the sandboxes'
 profiles (:func:`provision_node`); reads its state back with ``podman
 inspect`` (a container that could not be made waits with the kubelet's
-reason) and deletes it with ``podman pod rm``; ConfigMaps stay in memory.
+reason; a pod over its ``ephemeral-storage`` limit is evicted, ``Failed`` with
+reason ``Evicted``: :mod:`podman_eviction`) and deletes it with ``podman pod
+rm``; ConfigMaps stay in memory.
 Execs go through the official client for real: ``kubernetes.stream.stream``
 opens a websocket to :class:`ExecServer`, which speaks the API server's
 channel protocol (v4 or v5, as the test asks) and runs the command with
@@ -38,6 +40,7 @@ from kubernetes.client.exceptions import ApiException
 
 from megaflow.environment.kubernetes.profiles import NETWORKS, profile_json
 from tests.environment.kubernetes.fake_api import FakeCoreV1Api, FakePod
+from tests.environment.kubernetes.podman_eviction import Evictions
 from tests.environment.kubernetes.podman_pods import NotCreated, PodPlan, Refused, plan
 from tests.fixtures.podman import PodmanService
 
@@ -217,6 +220,7 @@ class PodmanCoreV1Api(FakeCoreV1Api):
         self.plans: dict[str, PodPlan] = {}  # pods running in Podman
         self._waiting: dict[str, NotCreated] = {}  # pods whose container could not be made
         self._started: dict[str, float] = {}
+        self.evictions = Evictions(podman)
 
     def create_namespaced_pod(self, namespace: str, body: Any, **kw: Any) -> Any:
         self._record("create_namespaced_pod", namespace, body, **kw)
@@ -249,6 +253,11 @@ class PodmanCoreV1Api(FakeCoreV1Api):
                 raise NotCreated("CreateContainerError", r.stderr.strip())
         self.plans[played.name] = played
         self._started[played.name] = time.monotonic()
+        if played.ephemeral is not None:
+            self.evictions.watch(
+                played.name, played.container, played.box, played.ephemeral,
+                played.disk_volumes(),
+            )  # fmt: skip
 
     def _down(self, played: PodPlan) -> None:
         r = self.podman.podman(
@@ -270,6 +279,14 @@ class PodmanCoreV1Api(FakeCoreV1Api):
                 waiting=k8s.V1ContainerStateWaiting(reason=waiting.reason, message=waiting.message)
             )
             status.container_statuses = [self._status(state, running=False)]
+            return pod.body
+        evicted = self.evictions.evicted.get(name)
+        if evicted is not None:  # as a kubelet leaves an evicted pod until it is deleted
+            status.phase, status.reason, status.message = "Failed", "Evicted", evicted
+            killed = k8s.V1ContainerStateTerminated(exit_code=137, reason="Error")
+            status.container_statuses = [
+                self._status(k8s.V1ContainerState(terminated=killed), running=False)
+            ]
             return pod.body
         played = self.plans[name]
         age = time.monotonic() - self._started[name]
@@ -305,6 +322,7 @@ class PodmanCoreV1Api(FakeCoreV1Api):
     def _gone_from_node(self, name: str) -> None:
         self._waiting.pop(name, None)
         self._started.pop(name, None)
+        self.evictions.forget(name)
         played = self.plans.pop(name, None)
         if played is not None:
             self._down(played)
@@ -320,4 +338,6 @@ class PodmanCoreV1Api(FakeCoreV1Api):
         self._record("connect_get_namespaced_pod_exec", name, namespace, **kw)
         if name not in self.pods:
             raise self._gone(f"pod {name}")
+        if name in self.evictions.evicted:  # its container was killed: nothing to exec in
+            raise ApiException(status=400, reason='container not found ("sandbox")')
         return self._real.connect_get_namespaced_pod_exec(name, namespace, **kw)

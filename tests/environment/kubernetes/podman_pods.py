@@ -28,8 +28,9 @@ an API server refuses an invalid pod) instead of being dropped. Accepted and
 not acted on: labels, annotations, owner references and the namespace (the
 API server's), requests (the scheduler's), the service account name (no
 token is mounted: ``automountServiceAccountToken`` must be false), service
-links (there are no services), and the ``ephemeral-storage`` limit (the
-kubelet evicts a pod over it; no eviction runs here).
+links (there are no services). The container's ``ephemeral-storage`` limit is
+kept in the plan (``ephemeral``): the stand-in evicts a pod over it as a
+kubelet does (:mod:`podman_eviction`).
 """
 
 from __future__ import annotations
@@ -102,6 +103,13 @@ class PodPlan:
     fs_group: int | None = None
     grace_s: int = 30
     deadline_s: float | None = None
+    box: str = "sandbox"  # the container's name in the pod spec
+    ephemeral: str | None = None  # its ephemeral-storage limit, as written ("64Mi")
+
+    def disk_volumes(self) -> list[Path]:
+        """The node-disk (not memory-backed) emptyDir directories: what counts,
+        with the writable layer, against the ephemeral-storage limit."""
+        return [d for d in self.dirs if d not in self.tmpfs]
 
     def make_dirs(self) -> None:
         """The node's directories of the pod's disk ``emptyDir`` volumes, as the kubelet
@@ -266,4 +274,8 @@ def plan(wire: dict[str, Any], *, seccomp_root: Path, node_dir: Path) -> PodPlan
     tmpfs = {d: size for d, size, memory_backed in volumes.values() if memory_backed}
     grace = spec.get("terminationGracePeriodSeconds", 30)
     deadline = spec.get("activeDeadlineSeconds")
-    return PodPlan(name, container, pod_args, run, dirs, tmpfs, fs_group, grace, deadline)
+    ephemeral = ((box.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+    return PodPlan(
+        name, container, pod_args, run, dirs, tmpfs, fs_group, grace, deadline, box["name"],
+        None if ephemeral is None else str(ephemeral),
+    )  # fmt: skip

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from kubernetes.client.exceptions import ApiException
 from websocket import WebSocketException
 
-from megaflow.core.errors import NotFound, SandboxError
+from megaflow.core.errors import MegaFlowError, NotFound, SandboxError
 from megaflow.environment.abstract import (
     DEFAULT_OUTPUT_CAP,
     EnvironmentSpec,
@@ -23,6 +23,7 @@ from megaflow.environment.abstract import (
 )
 from megaflow.environment.container.scripts import KILL_SCRIPT, RESET_SCRIPT, SNAPSHOT_SCRIPT
 from megaflow.environment.container.tar import first_file, plain_tar, single_file_tar
+from megaflow.environment.kubernetes.eviction import eviction, eviction_error, killed
 from megaflow.environment.kubernetes.exec import Output, run_exec, untar_argv, wrap
 
 if TYPE_CHECKING:
@@ -96,8 +97,15 @@ class KubernetesSandbox(Sandbox):
             await asyncio.shield(self._kill(tag))
             raise
         except STREAM_ERRORS as e:
-            raise SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {_why(e)}") from e
+            raise await self._failure(argv, e) from e
         return output
+
+    async def _failure(self, argv: list[str], e: BaseException) -> MegaFlowError:
+        """Why an exec failed: its pod's eviction if it was evicted, else ``e``."""
+        why = await eviction(self._runtime.kube, self._runtime.config.namespace, self.pod)
+        if why is not None:
+            return eviction_error(self.id, self.pod, why, self.spec.resources.disk_mb)
+        return SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {_why(e)}")
 
     async def _kill(self, tag: str) -> None:
         """SIGKILL every process carrying ``tag`` (every one but the keeper for "")."""
@@ -152,8 +160,12 @@ class KubernetesSandbox(Sandbox):
                 stop.set()
                 await asyncio.gather(reader, return_exceptions=True)
             reader.result()
+            if killed(output.code, output.timed_out):  # by its pod's eviction?
+                why = await eviction(kube, ns, self.pod)
+                if why is not None:
+                    raise eviction_error(self.id, self.pod, why, self.spec.resources.disk_mb)
         except STREAM_ERRORS as e:
-            raise SandboxError(f"sandbox {self.id}: exec {argv[:3]!r} failed: {_why(e)}") from e
+            raise await self._failure(argv, e) from e
         finally:
             self._busy -= 1
             if self._busy == 0 and not self._destroyed:
