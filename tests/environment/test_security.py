@@ -164,12 +164,17 @@ async def test_memory_hog_is_killed_and_others_carry_on(local: LocalRuntime) -> 
 async def test_commands_not_the_exec_server_are_what_the_oom_killer_takes(
     sandbox: LocalSandbox,
 ) -> None:
-    # the shell ($$) runs cat; the shell's parent ($PPID) is the exec server
-    out = await sandbox.exec(
-        "cat /proc/self/oom_score_adj /proc/$$/oom_score_adj /proc/$PPID/oom_score_adj"
-        " /proc/$PPID/comm"
+    # the shell ($$) runs cat; the shell's parent ($PPID) is the exec server, or
+    # its spawner (the agent's uid, as the commands it starts), whose parent it is
+    server = (
+        "s=$PPID; if [ $(awk '/^Uid:/ {print $2}' /proc/$s/status) != 0 ]; then "
+        "cat /proc/$s/oom_score_adj; s=$(awk '/^PPid:/ {print $2}' /proc/$s/status); fi; "
     )
-    assert out.stdout.split() == ["1000", "1000", "0", "python3"], out
+    out = await sandbox.exec(
+        server + "cat /proc/self/oom_score_adj /proc/$$/oom_score_adj /proc/$s/oom_score_adj"
+        " /proc/$s/comm; echo $s"
+    )
+    assert out.stdout.split()[-5:] == ["1000", "1000", "0", "python3", "2"], out
 
 
 async def test_endless_loop_is_killed_by_timeout(sandbox: LocalSandbox) -> None:

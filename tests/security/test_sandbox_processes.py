@@ -25,6 +25,8 @@ LEAVE_BEHIND = (
     "echo started"
 )
 PS = ["ps", "-eo", "pid=,user=,args="]
+# With ppid: what started this ps (the exec server, or its spawner) is no leftover.
+PS_PPID = ["ps", "-eo", "pid=,ppid=,user=,args="]
 
 
 async def test_kill_processes_leaves_only_init_and_server(local: LocalRuntime) -> None:
@@ -39,10 +41,11 @@ async def test_kill_processes_leaves_only_init_and_server(local: LocalRuntime) -
         assert "sleep 1" in before
         assert "time.sleep" in before
         await sb.kill_processes()
-        rows = [line.split(None, 2) for line in (await sb.exec(PS)).stdout.splitlines()]
-        others = [r for r in rows if r[0] not in ("1", "2") and not r[2].startswith("ps ")]
+        rows = [line.split(None, 3) for line in (await sb.exec(PS_PPID)).stdout.splitlines()]
+        (ps,) = [r for r in rows if r[3].startswith("ps ")]
+        others = [r for r in rows if r[0] not in ("1", "2", ps[0], ps[1])]
         assert others == [], rows
-        assert [r[0] for r in rows if r[1] == "root"] == ["1", "2"]  # init and server
+        assert [r[0] for r in rows if r[2] == "root"] == ["1", "2"]  # init and server
         # files stay as they are (unlike reset) and the sandbox works on
         assert (await sb.exec("cat keep.txt extra.txt")).stdout == "keptmore\n"
         await sb.reset()

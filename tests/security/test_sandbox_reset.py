@@ -28,7 +28,7 @@ from megaflow.environment.config import PoolConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox, workspace
 from megaflow.environment.pool import SandboxPool
 from tests.environment.conftest import leak_check, local, local_runtime, rootfs_tar
-from tests.security.test_sandbox_kill import only_kept
+from tests.security.test_sandbox_kill import only_kept, others, spawner
 
 __all__ = ["leak_check", "local", "rootfs_tar"]
 
@@ -107,7 +107,9 @@ async def test_the_next_sample_sees_nothing_of_the_last(
         assert isinstance(second, LocalSandbox)
         if mode == "persistent":
             assert second.id == first.id  # the same sandbox, reset
-        assert only_kept(second)
+            assert only_kept(second)  # the reset ended the spawner as well
+        else:  # a new sandbox, whose setup ran: at most the spawner of its server
+            assert others(second) == spawner(second)
         await asyncio.sleep(0.2)  # a survivor would write /tmp/late again by now
         seen = await look(second)
         assert seen["files"] == ""

@@ -124,7 +124,11 @@ async def test_agent_cannot_reach_the_server_channel_or_signal_it(
 ) -> None:
     attack = (
         "import os,json,signal,ctypes\n"
+        "def field(pid,name):\n"
+        " with open(f'/proc/{pid}/status') as f:\n"
+        "  return int(next(l.split()[1] for l in f if l.startswith(name)))\n"
         "server=os.getppid(); r={}\n"
+        "if field(server,'Uid:'): server=field(server,'PPid:')  # the spawner's: the agent's own\n"
         "def tr(k,f):\n"
         " try: f(); r[k]='done'\n"
         " except OSError as e: r[k]=e.errno\n"

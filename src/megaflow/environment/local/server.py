@@ -79,7 +79,6 @@ class Server:
         self.pty_pids: dict[int, int] = {}  # terminal process pid -> request id
         self.spawner = Spawner(self.devnull) if sys.argv[4:5] != ["fork"] else None
         self.spawner_fd = -1
-        self.killing = False  # in kill_all: commands the spawner took died by our kill
         self.early: dict[int, int] = {}  # exits reported with the pid of an exec (fast commands)
 
     def send(self, head: Head, body: bytes = b"") -> None:
@@ -165,12 +164,11 @@ class Server:
             self.send({"id": head["id"], "exit_code": 127, "stdout_len": 0, "truncated": False,
                        "timed_out": False, "duration_s": 0.0}, text)  # fmt: skip
             return
-        pid, spawned = started
+        pid = started
         timeout = head.get("timeout")
         deadline = time.monotonic() + timeout if timeout is not None else INF
         cap = min(head["cap"], (MAX_FRAME - HEAD_ROOM) // 2)  # both streams fit one frame
         job = Job(head["id"], pid, (out_r, err_r), cap, deadline)
-        job.spawned = spawned
         self.jobs[pid] = job
         for i, fd in enumerate(job.fds):
             os.set_blocking(fd, False)
@@ -179,10 +177,10 @@ class Server:
         if pid in self.early:  # it exited before we knew its pid
             self.exited(pid, self.early.pop(pid))
 
-    def start_command(self, head: Head, out_w: int, err_w: int) -> tuple[int, bool] | str:
-        """Start the command: its pid and whether the spawner started it, or
-        why it cannot run. Only a request that never reached a live spawner is
-        sent again (to a new one); one that did may have started."""
+    def start_command(self, head: Head, out_w: int, err_w: int) -> int | str:
+        """Start the command: its pid, or why it cannot run. Only a request
+        that never reached a live spawner is sent again (to a new one); one
+        that did may have started."""
         sp = self.spawner
         for attempt in (1, 2):
             if sp is None:
@@ -202,21 +200,27 @@ class Server:
                     raise
                 break  # larger than the socket takes: a fork of ours runs it
             reply = self.spawner_reply()
-            return (reply, True) if isinstance(reply, int) else reply
+            if isinstance(reply, int):
+                return reply
+            text, code = reply
+            if code in (errno.EAGAIN, errno.ENOMEM):  # no room for a process, as a fork would fail
+                raise OSError(code, os.strerror(code))
+            return text
         pid = os.fork()
         if pid == 0:
             exec_child(head, self.devnull, out_w, err_w)
-        return pid, False
+        return pid
 
-    def spawner_reply(self) -> int | str:
-        """Wait for the spawner's answer to the request just sent, handling the
-        exits it reports meanwhile. A spawner that dies, stops or does not
-        answer in time is killed, and the exec fails."""
+    def spawner_reply(self) -> int | tuple[str, int]:
+        """Wait for the spawner's answer to the request just sent (a pid, or why
+        it could not start it and the errno), handling the exits it reports
+        meanwhile. A spawner that dies, stops or does not answer in time is
+        killed, and the exec fails: whether it started the command is unknown."""
         sp = self.spawner
         assert sp is not None
         assert sp.sock is not None
         deadline = time.monotonic() + SPAWN_WAIT_S
-        answer: int | str | None = None
+        answer: int | tuple[str, int] | None = None
         self.early.clear()
         try:
             while answer is None:
@@ -227,12 +231,16 @@ class Server:
                         raise SpawnerGone(f"did not answer within {SPAWN_WAIT_S} s")
                     continue
                 for msg in sp.messages():
-                    if msg[0] != "exit":
+                    if msg[0] == "pid":
                         answer = msg[1]
+                    elif msg[0] == "err":
+                        answer = msg[1], msg[2]
                     elif msg[1] in self.jobs:
                         self.exited(msg[1], msg[2])
                     else:  # the new command's own exit, read with its pid
                         self.early[msg[1]] = msg[2]
+                if answer is None and sp.closed:
+                    raise SpawnerGone("exited")
         except SpawnerGone as e:
             self.spawner_gone(str(e))
             raise OSError(errno.ECHILD, f"the command spawner {e}") from None
@@ -240,12 +248,11 @@ class Server:
 
     def read_spawner(self) -> None:
         assert self.spawner is not None
-        try:
-            for msg in self.spawner.messages():
-                if msg[0] == "exit":
-                    self.exited(msg[1], msg[2])
-        except SpawnerGone as e:
-            self.spawner_gone(str(e))
+        for msg in self.spawner.messages():
+            if msg[0] == "exit":
+                self.exited(msg[1], msg[2])
+        if self.spawner.closed:
+            self.spawner_gone("exited")
 
     def exited(self, pid: int, code: int) -> None:
         job = self.jobs.pop(pid, None)
@@ -253,22 +260,17 @@ class Server:
             self.finish(job, code)
 
     def spawner_gone(self, why: str) -> None:
-        """The spawner is dead or useless: kill it and what it started (their
-        exit status is lost with it), fail their execs, start anew next time.
-        Killed by kill_all, their commands died by that kill: exit 137."""
+        """The spawner is dead or useless (``why``): kill it, take the exits it
+        reported and start a new one at the next exec. Its commands run on as
+        this server's children (it is their subreaper), which reaps them and
+        reports their exit status as usual."""
         assert self.spawner is not None
         if self.spawner_fd >= 0:
             self.poll.unregister(self.spawner_fd)
             self.spawner_fd = -1
-        self.spawner.stop()
-        for job in [j for j in self.jobs.values() if j.spawned]:
-            del self.jobs[job.pid]
-            try:
-                os.killpg(job.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            error = None if self.killing else f"the command spawner {why}"
-            self.finish(job, -signal.SIGKILL, error)
+        for msg in self.spawner.stop():
+            if msg[0] == "exit":
+                self.exited(msg[1], msg[2])
 
     def read_pipe(self, fd: int, budget: int = 1) -> None:
         job, i = self.by_fd[fd]
@@ -289,16 +291,22 @@ class Server:
         os.close(fd)
 
     def reap(self) -> None:
+        """Collect every exited child: commands, terminals, the spawner, and
+        (as a subreaper, in spawn mode) any orphan of the agent's."""
         sp = self.spawner
         if sp is not None and sp.pid and not sp.alive():  # exited (now reaped) or stopped
             self.spawner_gone("was killed or stopped")
-        while self.jobs or self.pty_pids:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            if sp is not None and pid == sp.pid:
+                sp.pid = 0  # reaped here, not by alive()
+                self.spawner_gone("exited")
+                continue
             job = self.jobs.pop(pid, None)
             if job is not None:
                 self.finish(job, os.waitstatus_to_exitcode(status))
@@ -312,15 +320,12 @@ class Server:
                 code = os.waitstatus_to_exitcode(status)
                 self.send({"id": rid, "exit_code": 128 - code if code < 0 else code})
 
-    def finish(self, job: Job, code: int, error: str | None = None) -> None:
+    def finish(self, job: Job, code: int) -> None:
         for fd in job.fds:  # what the command wrote before it exited is in the pipe
             if fd in self.by_fd:
                 self.read_pipe(fd, budget=64)
                 if fd in self.by_fd:
                     self.close_pipe(fd)
-        if error is not None:
-            self.send({"id": job.rid, "error": error, "errno": errno.ECHILD})
-            return
         head = {
             "id": job.rid,
             "exit_code": 128 - code if code < 0 else code,
@@ -408,21 +413,14 @@ class Server:
     def op_download(self, head: Head, body: bytes) -> None:
         self.send({"id": head["id"]}, pack(head["path"]))
 
-    def kill_all(self) -> None:
-        self.killing = True
-        try:
-            kill_all(self.reap)
-        finally:
-            self.killing = False
-
     def op_kill(self, head: Head, body: bytes) -> None:
-        self.kill_all()
+        kill_all(self.reap)
         self.send({"id": head["id"]})
 
     def op_reset(self, head: Head, body: bytes) -> None:
         """Kill every process, then remove what outlives processes in the
         sandbox's IPC namespace; the host restores the files afterwards."""
-        self.kill_all()
+        kill_all(self.reap)
         self.send({"id": head["id"], "ipc_removed": remove_ipc()})
 
 

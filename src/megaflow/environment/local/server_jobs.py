@@ -102,7 +102,6 @@ class Job:
         self.open = [True, True]
         self.truncated = False
         self.timed_out = False
-        self.spawned = False  # started by the spawner (whose child it is), not forked
         self.started = time.monotonic()
 
     def take(self, stream: int, data: bytes) -> None:

@@ -34,13 +34,21 @@ Guarantees kept, and how:
   next spawner starts afresh.
   (The agent can prlimit a running command directly in any case: the window
   it would have to hit here is one ``posix_spawn``.)
-- *The agent may kill or stop the spawner* (same uid). The server notices
-  (its socket closes, ``SIGCHLD``), kills what the spawner had started, fails
-  those execs with an error and starts a new spawner at the next exec.
+- *The agent may kill or stop the spawner* (same uid; ``kill -9 -1`` does).
+  The server notices (its socket closes, ``SIGCHLD``), kills it, takes the
+  exits it had reported and starts a new spawner at the next exec. The
+  server is the child subreaper of the sandbox, so the spawner's commands
+  become its children: it reaps them and answers their execs as usual. Only
+  a request the spawner had taken but not answered fails (whether it started
+  is unknown).
+- *A full sandbox is the sandbox's error.* A start that fails for want of a
+  process or memory (``EAGAIN``, ``ENOMEM``: the pids limit) fails the exec as
+  the server's own fork would; any other failure (no such command, a bad
+  cwd) is the command's: exit 127 and the reason on stderr.
 
 Messages are ``marshal``'ed tuples on a ``SOCK_SEQPACKET`` socket pair:
 ``(argv, env, cwd)`` with two fds from the server; ``("pid", pid)``,
-``("err", text)`` and ``("exit", pid, code)`` back.
+``("err", text, errno)`` and ``("exit", pid, code)`` back.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT
 FDS = struct.Struct("ii")
 SPAWN_WAIT_S = 10.0  # a spawner that answers no request within this is killed
 _PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
 TAMPERED = 3  # the spawner's exit code when its limits were changed
 
 
@@ -91,6 +100,16 @@ def _undumpable() -> None:
 
     if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+
+
+def _become_subreaper() -> None:
+    """In the server, once: orphans of its descendants come to it, not to init.
+    A spawner the agent kills leaves its commands behind; they become the
+    server's children, so it still reaps them and reports their exit status."""
+    import ctypes  # once per sandbox, at its first exec (about 3 ms)
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 def _resolve(name: str, env: dict[str, str]) -> str:
@@ -167,9 +186,9 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
                                   (os.POSIX_SPAWN_DUP2, fds[1], 2)],
                     setsid=True, setsigmask=(), setsigdef=DEFAULT_SIGNALS,
                 )  # fmt: skip
-                reply: tuple[str, int | str] = ("pid", pid)
-            except Exception as e:
-                reply = ("err", str(e))
+                reply: tuple[str, int] | tuple[str, str, int] = ("pid", pid)
+            except Exception as e:  # the errno tells a full sandbox from a bad command
+                reply = ("err", str(e), (e.errno or 0) if isinstance(e, OSError) else 0)
             finally:
                 for f in fds:
                     os.close(f)
@@ -208,9 +227,14 @@ class Spawner:
         self.devnull = devnull
         self.pid = 0
         self.sock: _socket.socket | None = None
+        self.closed = False  # the spawner closed its end: it is gone
+        self.subreaper = False
 
     def start(self) -> int:
         """Fork the spawner; return the fd to poll for its messages."""
+        if not self.subreaper:
+            _become_subreaper()
+            self.subreaper = True
         ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
@@ -220,7 +244,7 @@ class Spawner:
                 os._exit(1)
         theirs.close()
         ours.setblocking(False)
-        self.pid, self.sock = pid, ours
+        self.pid, self.sock, self.closed = pid, ours, False
         return ours.fileno()
 
     def send(self, argv: list[str], env: dict[str, str], cwd: str, out_w: int, err_w: int) -> None:
@@ -235,19 +259,21 @@ class Spawner:
             raise SpawnerGone(f"it took no request ({e})") from e
 
     def messages(self) -> list[tuple[Any, ...]]:
-        """What the spawner has sent so far; SpawnerGone once it closed."""
-        assert self.sock is not None
+        """What the spawner has sent so far; ``closed`` is set once it sent its
+        last (what came before that is still returned: exits to report)."""
         out: list[tuple[Any, ...]] = []
-        while True:
+        while self.sock is not None and not self.closed:
             try:
                 msg = self.sock.recv(4096)
             except BlockingIOError:
-                return out
-            except ConnectionError as e:
-                raise SpawnerGone(f"lost its socket ({e})") from e
+                break
+            except ConnectionError:
+                msg = b""
             if not msg:
-                raise SpawnerGone("exited")
+                self.closed = True
+                break
             out.append(marshal.loads(msg))
+        return out
 
     def alive(self) -> bool:
         """Running, not stopped (the agent can stop it: then it is useless)."""
@@ -262,8 +288,10 @@ class Spawner:
             self.pid = 0
         return False
 
-    def stop(self) -> None:
-        """Kill and reap the spawner (if it is still ours), close its socket."""
+    def stop(self) -> list[tuple[Any, ...]]:
+        """Kill and reap the spawner (if it is still ours), close its socket;
+        return what it sent that was not read yet (exits it reported before
+        it died: their children are reaped, only these tell their status)."""
         if self.pid:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -271,6 +299,8 @@ class Spawner:
             except (ProcessLookupError, ChildProcessError):
                 pass
         self.pid = 0
+        left = self.messages()
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        return left
