@@ -1,17 +1,22 @@
 """STUDY, not the product: per-kind figures of the settings-kinds family without sandboxes.
 
-Two uses:
+Three uses:
 
     .venv/bin/python benchmarks/study_settings_kinds.py eval POLICY [--samples 8]
+    .venv/bin/python benchmarks/study_settings_kinds.py copy POLICY [POLICY ...]
     .venv/bin/python benchmarks/study_settings_kinds.py kinds RUN.json [RUN.json ...]
 
 ``eval`` samples the policy on the held-out split (temperature 1 and greedy)
 with batched generation, grades each answer with a Python re-implementation
 of the family's hidden tests (apply the ``edit`` calls, parse the file as its
 kind), and prints the pass rate per kind: how far the warm start left each
-kind before RL. ``kinds`` reads the curve JSON of ``megaflow train`` runs and
-prints each held-out round's sampled pass@1 per kind (from ``per_prompt``,
-the kind is in the instance id), so a run's change can be seen kind by kind.
+kind before RL. ``copy`` prints how much of the held-out issues each policy
+copies (the build's own check, :mod:`megaflow.app.training.copy_check`):
+tasks whose path, name and values it predicts whole, and copied tokens
+right, with the words it gets wrong most often. ``kinds`` reads the curve
+JSON of ``megaflow train`` runs and prints each held-out round's sampled
+pass@1 per kind (from ``per_prompt``, the kind is in the instance id), so a
+run's change can be seen kind by kind.
 """
 
 from __future__ import annotations
@@ -129,6 +134,41 @@ def evaluate(policy: Path, samples: int) -> None:
         print(f"{label}: {sum(allr) / len(allr):.3f} ({per}), no edit {bad}/{len(outs)}")
 
 
+def copies(policies: list[Path]) -> None:
+    from collections import Counter
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from megaflow.app.training.copy_check import _copy_positions, copy_score, gold_conversation
+    from megaflow.datasets.loader import load_instances
+    from megaflow.train.warm_start import encode_turns, load_conversations
+
+    torch.set_num_threads(1)
+    system = str(load_conversations(TASKS / "demonstrations.jsonl")[0][0]["content"])
+    convs = [gold_conversation(system, i) for i in load_instances(TASKS / "heldout.jsonl")]
+    for policy in policies:
+        tok = AutoTokenizer.from_pretrained(policy)
+        model = AutoModelForCausalLM.from_pretrained(policy).eval()
+        score = copy_score(model, tok, convs)
+        missed: Counter[str] = Counter()
+        for conv in convs:
+            ids, spans = encode_turns(tok, conv)
+            where = _copy_positions(tok, ids, spans[-1][0], str(conv[1]["content"]))
+            with torch.no_grad():
+                guess = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1).tolist()
+            missed.update(
+                f"{tok.decode([ids[p]]).strip()}->{tok.decode([guess[p - 1]]).strip()}"
+                for p in where
+                if guess[p - 1] != ids[p]
+            )
+        print(
+            f"{policy}: copied {score.copied}/{score.tasks} ({score.share:.3f}), tokens "
+            f"{score.right}/{score.tokens} ({score.token_share:.3f}); most missed: "
+            + (", ".join(f"{k} x{n}" for k, n in missed.most_common(6)) or "none")
+        )
+
+
 def kinds(paths: list[Path]) -> None:
     for p in paths:
         run = json.loads(p.read_text())
@@ -150,11 +190,15 @@ def main() -> int:
     e = sub.add_parser("eval")
     e.add_argument("policy", type=Path)
     e.add_argument("--samples", type=int, default=8)
+    c = sub.add_parser("copy")
+    c.add_argument("policies", type=Path, nargs="+")
     k = sub.add_parser("kinds")
     k.add_argument("runs", type=Path, nargs="+")
     args = ap.parse_args()
     if args.cmd == "eval":
         evaluate(args.policy, args.samples)
+    elif args.cmd == "copy":
+        copies(args.policies)
     else:
         kinds(args.runs)
     return 0

@@ -28,6 +28,7 @@ failed, with which input, and what to do about it.
     │       └── ReplicaLost                  the replica holding an episode's tokens is gone
     ├── AgentError (RuntimeError)            the agent itself failed: final, never retried
     ├── ModelError (RuntimeError)            a model backend answered with an error
+    ├── WarmStartFailed (RuntimeError)       a warm policy does not copy from the issue
     ├── MegaFlowTimeout (TimeoutError)       a deadline passed
     │   └── SandboxTimeout                   a command in a sandbox ran too long
     └── Cancelled (RuntimeError)             a task or run was cancelled
@@ -147,6 +148,11 @@ class AgentError(MegaFlowError, RuntimeError):
 
 class ModelError(MegaFlowError, RuntimeError):
     """A model backend answered, but with an error or an unusable response."""
+
+
+class WarmStartFailed(MegaFlowError, RuntimeError):
+    """A supervised warm start left a policy RL cannot start from: it does not copy
+    from the issue what its answers need, so every sample would score 0."""
 
 
 class MegaFlowTimeout(MegaFlowError, TimeoutError):

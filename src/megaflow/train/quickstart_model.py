@@ -12,7 +12,10 @@ wherever it stands (``RETRIES`` in an issue and in ``"RETRIES = 3"`` of a
 tool call): copying a name from the prompt into an answer is copying a
 token. With ``split_underscores`` a name is cut at its underscores too, so
 a family whose held-out names are new pairs of known words
-(``tasks/settings-kinds``) shows the policy only tokens it has copied.
+(``tasks/settings-kinds``) shows the policy only tokens it has copied; with
+``underscore_leads`` as well, the underscore opens the word after it
+(``IDLE``, ``_TIMEOUT``), so the token after a name's first word is the
+same wherever the name stands and copying it is one look back.
 ``<tool_call>`` and ``</tool_call>`` are single, non-special tokens (they
 survive ``skip_special_tokens`` decoding, which the backend's tool-call
 parser needs); the role markers and ``<|end|>`` (end of a turn, the EOS) are
@@ -55,6 +58,7 @@ CHAT_TEMPLATE = (
 
 _PIECES = r"\w+|[^\w\s]+|\s"
 _SUBWORD_PIECES = r"[^\W_]+|_|[^\w\s]+|\s"
+_LEADING_UNDERSCORE_PIECES = r"_?[^\W_]+|_|[^\w\s]+|\s"
 
 
 class PolicyConfig(BaseModel):
@@ -74,6 +78,12 @@ class PolicyConfig(BaseModel):
         description="Cut words at underscores before BPE, so a name never seen whole "
         "(IDLE_TIMEOUT) is still the tokens of its known parts (IDLE, _, TIMEOUT).",
     )
+    underscore_leads: bool = Field(
+        False,
+        description="With split_underscores, keep each underscore on the word after it "
+        "(IDLE, _TIMEOUT): a lone `_` stands in every name and path of an issue, so the "
+        "token after it cannot be copied by looking back one token; `_TIMEOUT` can.",
+    )
 
 
 @functools.cache
@@ -90,19 +100,25 @@ def render(messages: list[dict[str, Any]]) -> str:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int, *, split_underscores: bool = False
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    split_underscores: bool = False,
+    underscore_leads: bool = False,
 ) -> Any:
     """A ``PreTrainedTokenizerFast`` trained on ``texts``, with the quickstart's
-    special tokens and chat template (``split_underscores``: see :class:`PolicyConfig`)."""
+    special tokens and chat template (``split_underscores``, ``underscore_leads``: see
+    :class:`PolicyConfig`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    pieces = _PIECES
+    if split_underscores:
+        pieces = _LEADING_UNDERSCORE_PIECES if underscore_leads else _SUBWORD_PIECES
     tok = Tokenizer(models.BPE())  # type: ignore[no-untyped-call]
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(
-                Regex(_SUBWORD_PIECES if split_underscores else _PIECES), behavior="isolated"
-            ),
+            pre_tokenizers.Split(Regex(pieces), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -151,7 +167,10 @@ def build_policy(out_dir: str | Path, texts: Iterable[str], config: PolicyConfig
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(
-        texts, config.vocab_size, split_underscores=config.split_underscores
+        texts,
+        config.vocab_size,
+        split_underscores=config.split_underscores,
+        underscore_leads=config.underscore_leads,
     )
     tokenizer.save_pretrained(out)
     init_model(tokenizer, config).save_pretrained(out)

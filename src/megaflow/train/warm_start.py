@@ -41,6 +41,9 @@ class WarmStartConfig(BaseModel):
     warmup: int = Field(10, ge=0, description="Steps of linear learning-rate warmup.")
     seed: int = Field(0, description="Seed of the batch order.")
     report_every: int = Field(100, ge=0, description="Steps between progress calls (0: none).")
+    check_every: int = Field(
+        0, ge=0, description="Steps between calls of warm_start's `done` (0: none)."
+    )
 
 
 def _call(name: str, args: dict[str, str]) -> dict[str, Any]:
@@ -175,15 +178,21 @@ def encode_turns(
 ProgressFn = Callable[[int, int, float], None]
 """Called as ``progress(step, steps, loss)`` every ``WarmStartConfig.report_every`` steps."""
 
+DoneFn = Callable[[Any, int], bool]
+"""Called as ``done(model, step)`` every ``WarmStartConfig.check_every`` steps; True
+ends the warm start there (``steps`` is then its longest)."""
+
 
 def warm_start(
     model_dir: str | Path,
     conversations: Sequence[list[dict[str, Any]]],
     config: WarmStartConfig,
     progress: ProgressFn | None = None,
+    done: DoneFn | None = None,
 ) -> list[float]:
     """Train the model in ``model_dir`` on the assistant turns of ``conversations``,
-    save it there, and return the loss of every step."""
+    save it there, and return the loss of every step (fewer than ``config.steps`` when
+    ``done`` ended it early)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -223,6 +232,11 @@ def warm_start(
         losses.append(float(loss.detach()))
         if progress is not None and config.report_every and len(losses) % config.report_every == 0:
             progress(len(losses), config.steps, losses[-1])
+        check = done is not None and config.check_every and len(losses) % config.check_every == 0
+        if check and done is not None:
+            if done(model, len(losses)):
+                break
+            model.train()
     model.train(False)
     model.save_pretrained(model_dir)
     return losses
