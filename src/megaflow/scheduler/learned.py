@@ -15,8 +15,9 @@ matrix product, whatever the queue's length.
 
 Whatever the network scores, no task starves: a wait bound
 (:class:`~megaflow.scheduler.wait_bound.WaitBound`) places every task that
-has waited a configured multiple of its expected run time beyond its fair
-share before the network is asked, and lets only so many due tasks wait.
+has waited beyond its fair share by a configured multiple of its expected run
+time or of its wait until then, whichever is less, before the network is asked,
+and lets only so many due tasks wait.
 
 Predicted run times come from the feedback hook: every placement that ends
 ``ok`` updates the mean run time of its (type, run) and of its type
@@ -259,13 +260,30 @@ class LearnedPolicy(SchedulingPolicy):
         """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones),
         earliest deadline first; within a class the head goes (tasks become due in arrival
         order). One that fits nowhere gets the instance closest to fitting it held for the
-        rest of the round, so the room freed there is its, not a newer task's. A round
-        looks at up to ``limit + 64`` of them."""
-        assert self.bound is not None
+        rest of the round, so the room freed there is its, not a newer task's. Then the
+        tasks past their soft (fifo) deadline that fit, holding nothing. Each looks at up
+        to ``limit + 64`` tasks a round."""
+        bound = self.bound
+        assert bound is not None
+        most = bound.most_due(len(region.instances))
+        later = self._force(region, admit, limit, out, blocked, held,
+                            lambda: bound.take_overdue(self.now, most))  # fmt: skip
+        bound.put_back(later)
+        later = self._force(region, admit, limit, out, blocked, None,
+                            lambda: bound.take_soft(self.now))  # fmt: skip
+        bound.put_back_soft(later)
+
+    def _force(
+        self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
+        out: list[Decision], blocked: set[_Key], held: list[Instance] | None,
+        take: Callable[[], PendingTask | None],
+    ) -> list[PendingTask]:  # fmt: skip
+        """Place what ``take`` names while it fits (holding an instance for one that does
+        not when ``held`` is given); returns the tasks taken and not placed."""
         later: list[PendingTask] = []
-        looked, most = 0, self.bound.most_due(len(region.instances))
+        looked = 0
         while len(out) < limit and looked < limit + 64:
-            task = self.bound.take_overdue(self.now, most)
+            task = take()
             if task is None:
                 break
             looked += 1
@@ -275,7 +293,7 @@ class LearnedPolicy(SchedulingPolicy):
             inst = None if head is None else region.best_fit(head.spec.resources)
             if head is None or inst is None or not admit(head, inst):
                 blocked.add(key)
-                if inst is None:
+                if inst is None and held is not None:
                     got = region.hold(task.spec.resources)
                     if got is not None:
                         held.append(got)
@@ -286,7 +304,7 @@ class LearnedPolicy(SchedulingPolicy):
             self._take(key)
             self.forced += 1
             self._place(region, head, inst, out)
-        self.bound.put_back(later)
+        return later
 
     def _actions(
         self, region: Region, blocked: set[_Key]
