@@ -58,7 +58,8 @@ class LearnedPolicyConfig(_Cfg):
     wait_bound: float = Field(
         1.0,
         gt=0,
-        description="No task waits more than this many expected run times beyond the point "
+        description="No task waits more than this many expected run times, or this many "
+        "times its wait until then if less (at least wait_floor_s), beyond the point "
         "where the fair policy would have started it: overdue tasks are placed before the "
         "network chooses (earliest deadline first), whatever it scores.",
     )
