@@ -49,7 +49,12 @@ from megaflow.environment.container import ContainerRuntime
 from megaflow.environment.container.build import build_images
 from megaflow.environment.local import LocalRuntime
 from megaflow.environment.rootfs import build_busybox_rootfs
-from megaflow.grading.config import PythonGraderConfig, ScriptGraderConfig, SwebenchGraderConfig
+from megaflow.grading.config import (
+    JudgeGraderConfig,
+    PythonGraderConfig,
+    ScriptGraderConfig,
+    SwebenchGraderConfig,
+)
 from megaflow.grading.reward import reward_of
 from report import add_rule_args, begin, report
 
@@ -140,6 +145,38 @@ def exact(payload: dict[str, Any], answer: str) -> float:
     return float(answer.strip() == str(payload["answer"]))
 
 
+@contextlib.asynccontextmanager
+async def judge_model(root: Path) -> AsyncIterator[Any]:
+    """The run's model a ``judge`` grader asks through its gateway: a small
+    ``transformers`` model built here (random weights: its replies are rarely a
+    SCORE line, so the reward is mostly 0; the figure is the judge's cost)."""
+    from megaflow.model.config import TransformersModelConfig
+    from megaflow.model.factory import make_model_client
+    from megaflow.model.transformers_lm import build_tiny_model
+
+    path = build_tiny_model(root / "judge-model", seed=0)
+    cfg = TransformersModelConfig(model=str(path), max_new_tokens=JUDGE_TOKENS)
+    async with make_model_client(cfg) as client:
+        yield client
+
+
+JUDGE_TOKENS = 32
+
+
+async def judge_jobs(root: Path, n: int, client: Any) -> tuple[Runtime, list[Any]]:
+    rt = LocalRuntime(LocalRuntimeConfig(root=str(root / "local-judge")))
+    await rt.start()
+    cfg = JudgeGraderConfig(rubric="1 if the answer is the number asked for, else 0.",
+                            max_tokens=JUDGE_TOKENS)  # fmt: skip
+    grader = cfg.build(model=client)
+    jobs = []
+    for i in range(n):
+        task = task_of({"problem_statement": f"what is {i} + 0?"}, f"j{i}", 0)
+        jobs.append(lambda task=task, i=i: graded(
+            rt, grader, task, EnvironmentSpec(), f"echo {i} > answer.txt"))  # fmt: skip
+    return rt, jobs
+
+
 async def swebench_jobs(root: Path, rounds: int) -> tuple[Runtime, list[Any]]:
     rt = LocalRuntime(LocalRuntimeConfig(root=str(root / "local-swe")))
     await rt.start()
@@ -188,7 +225,9 @@ async def main(rounds: int, args: argparse.Namespace | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-graders-"))
     rows: list[list[str]] = []
     try:
-        with running_podman_service(binary, driver="overlay") as svc:
+        async with contextlib.AsyncExitStack() as stack:
+            svc = stack.enter_context(running_podman_service(binary, driver="overlay"))
+            judge_client = await stack.enter_async_context(judge_model(root))
             rootfs = build_busybox_rootfs(root / "busybox.tar")
             done = svc.podman("import", str(rootfs), BASE, timeout=300)
             if done.returncode != 0:
@@ -198,7 +237,9 @@ async def main(rounds: int, args: argparse.Namespace | None = None) -> None:
                 ("script (harbor-mini, containers)", lambda: script_jobs(svc.url, rounds)),
                 ("python (answer file, bubblewrap)", lambda: python_jobs(root, 8 * rounds)),
                 ("swebench (mini-swe gold, bubblewrap)", lambda: swebench_jobs(root, rounds)),
-            ]
+                (f"judge (answer file, small model, {JUDGE_TOKENS} tokens)",
+                 lambda: judge_jobs(root, 8 * rounds, judge_client)),
+            ]  # fmt: skip
             for name, make in makers:
                 rt, jobs = await make()
                 try:
@@ -217,7 +258,10 @@ async def main(rounds: int, args: argparse.Namespace | None = None) -> None:
         notes="P50/P99: per image build, or per task's take + grade. Throughput: tasks "
         f"graded per minute of wall time, {CONCURRENCY} at a time. The cache hit and the "
         f"podman peer, both warm, alternate folder by folder ({order_text(2)}). The graders "
-        "are not peers of each other (each does different work): their rows are figures.",
+        "are not peers of each other (each does different work): their rows are figures. "
+        "The judge asks the run's model through its gateway: a small `transformers` model "
+        f"with random weights built here, at most {JUDGE_TOKENS} tokens a reply, one model "
+        "for the 4 at a time (a judge's cost is its model's; a real judge model costs more).",
         args=args,
         reps=rounds,
     )
