@@ -1,6 +1,7 @@
 """The exec server's spawner (server_spawner.py): what a command can reach of
 it, and what happens when the agent (same uid) kills or stops it. The spawner
-is opt-in (``MEGAFLOW_EXEC_MODE=spawn``), so every test here turns it on."""
+is the default; ``MEGAFLOW_EXEC_MODE=fork`` turns it off, so every test here
+clears that variable first."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 
 import pytest
 
-from megaflow.core.errors import SandboxError
+from megaflow.core.errors import SandboxError, SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.local import LocalRuntime
 
@@ -39,7 +40,7 @@ print(json.dumps({"fds": fds, "seen": seen, "uid": os.getuid()}))
 
 @pytest.fixture(autouse=True)
 def spawner_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "spawn")
+    monkeypatch.delenv("MEGAFLOW_EXEC_MODE", raising=False)
 
 
 async def test_a_command_holds_no_channel_and_cannot_list_the_spawners_or_servers(
@@ -78,8 +79,10 @@ async def test_killing_the_spawner_loses_no_exec_and_the_next_runs_as_the_agent(
         first = (await sb.exec("echo $PPID")).stdout
         slow = asyncio.ensure_future(sb.exec("sleep 2; echo slow; exit 3", timeout=120))
         await asyncio.sleep(0.5)
-        killer = await asyncio.wait_for(sb.exec("kill -9 $PPID; echo killed; exit 5"), 30)
-        assert (killer.exit_code, killer.stdout) == (5, "killed\n"), killer
+        # (a command that kills it before it has sent the command's pid, within
+        # microseconds of the start, fails: the server cannot tell it started)
+        killer = await asyncio.wait_for(sb.exec("sleep 0.5; kill -9 $PPID; echo x; exit 5"), 30)
+        assert (killer.exit_code, killer.stdout) == (5, "x\n"), killer
         done = await asyncio.wait_for(slow, 30)
         assert (done.exit_code, done.stdout) == (3, "slow\n"), done
         after = await asyncio.wait_for(sb.exec("id -u; echo $PPID"), 30)
@@ -95,7 +98,8 @@ async def test_an_agent_killing_all_its_processes_still_gets_its_result(
     """``kill -9 -1`` as the agent ends every process of its uid but the
     caller, the spawner among them; the caller's exec is answered as usual."""
     async with await local.create(EnvironmentSpec()) as sb:
-        out = await asyncio.wait_for(sb.exec("sleep 60 & kill -9 -1; echo alone; exit 7"), 30)
+        command = "sleep 60 & sleep 0.5; kill -9 -1; echo alone; exit 7"
+        out = await asyncio.wait_for(sb.exec(command), 30)
         assert (out.exit_code, out.stdout) == (7, "alone\n"), out
         assert (await sb.exec("echo next")).stdout == "next\n"
 
@@ -113,14 +117,19 @@ async def test_a_stopped_spawner_is_replaced_and_its_command_reported(local: Loc
 async def test_the_fork_mode_switch_starts_commands_from_the_server(
     local: LocalRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """MEGAFLOW_EXEC_MODE=fork (the default) forks the server: the command's
-    parent is the server itself (oom_score_adj 0), not the spawner (1000)."""
+    """MEGAFLOW_EXEC_MODE=fork forks the server: the command's parent is the
+    server itself (oom_score_adj 0), not the spawner (1000); another value is
+    refused with a message naming the variable."""
     probe = "cat /proc/$PPID/oom_score_adj"
     async with await local.create(EnvironmentSpec()) as sb:
         assert (await sb.exec(probe)).stdout == "1000\n"
     monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "fork")
     async with await local.create(EnvironmentSpec()) as sb:
         assert (await sb.exec(probe)).stdout == "0\n"
+    monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "vfork")
+    with pytest.raises(SandboxStartError, match="MEGAFLOW_EXEC_MODE='vfork' is not an exec mode"):
+        await local.create(EnvironmentSpec())
+    assert await local.list() == []
 
 
 async def test_a_request_too_large_for_the_spawners_socket_is_forked(local: LocalRuntime) -> None:

@@ -137,11 +137,14 @@ def server_command(payload: ServerPayload, host_root: bool, max_frame: int) -> S
             "package (apt-get install python3)"
         )
     kind = "c" if payload.compiled else "s"
-    # Commands are forked by the server unless MEGAFLOW_EXEC_MODE=spawn: then its
-    # spawner (server_spawner.py) posix_spawns them. Opt-in: the security suite
-    # (tests/security) does not pass with the spawner yet (pids-limit fork bomb,
-    # kill_processes and reset leave the spawner, the channel test).
-    mode = "spawn" if os.environ.get("MEGAFLOW_EXEC_MODE") == "spawn" else "fork"
+    # The server's spawner (server_spawner.py) posix_spawns commands;
+    # MEGAFLOW_EXEC_MODE=fork makes the server fork each one instead.
+    mode = os.environ.get("MEGAFLOW_EXEC_MODE") or "spawn"
+    if mode not in ("spawn", "fork"):
+        raise SandboxStartError(
+            f"MEGAFLOW_EXEC_MODE={mode!r} is not an exec mode: use 'spawn' (the default: "
+            "commands started by the sandbox's spawner) or 'fork' (forked by its exec server)"
+        )
     tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), kind, str(max_frame), mode]
     if host_root:
         return ServerCommand([str(HOST_PYTHON), *tail])

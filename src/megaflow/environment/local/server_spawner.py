@@ -176,6 +176,7 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
                    for f in FDS.unpack(data[: FDS.size])]  # fmt: skip
             if _limits() != limits:
                 return TAMPERED
+            pid = 0
             try:
                 argv, env, cwd = marshal.loads(msg)
                 os.chdir(cwd)
@@ -186,17 +187,20 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
                                   (os.POSIX_SPAWN_DUP2, fds[1], 2)],
                     setsid=True, setsigmask=(), setsigdef=DEFAULT_SIGNALS,
                 )  # fmt: skip
-                reply: tuple[str, int] | tuple[str, str, int] = ("pid", pid)
+                # at once: the command runs already and may kill this process
+                sock.send(marshal.dumps(("pid", pid), 4))
             except Exception as e:  # the errno tells a full sandbox from a bad command
-                reply = ("err", str(e), (e.errno or 0) if isinstance(e, OSError) else 0)
+                if pid:
+                    raise  # the server's socket failed: it is gone
+                err = (e.errno or 0) if isinstance(e, OSError) else 0
+                sock.send(marshal.dumps(("err", str(e), err), 4))
             finally:
                 for f in fds:
                     os.close(f)
             if _limits() != limits:  # changed while it started: it may have them
-                if reply[0] == "pid":
+                if pid:
                     os.kill(pid, signal.SIGKILL)
                 return TAMPERED
-            sock.send(marshal.dumps(reply, 4))
 
 
 def _report_exits(sock: _socket.socket) -> None:
