@@ -35,7 +35,8 @@ HOST_ALLOW = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # and to kill them; agent commands drop all of them with their setuid.
 KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
 # The exec server's parts, run in this order in one namespace (server.py's docstring).
-SERVER_PARTS = ("server_jobs.py", "server_spawner.py", "server_files.py", "server.py")
+SERVER_PARTS = ("server_jobs.py", "server_spawner.py", "server_files.py", "server_commands.py",
+                "server_terminals.py", "server.py")  # fmt: skip
 # Boot loader given to python -c: read the server from stdin (a tuple of compiled
 # parts when the sandbox's python has the same bytecode as ours, else their
 # sources joined by NUL bytes) and run the parts in turn.

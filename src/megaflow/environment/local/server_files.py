@@ -1,7 +1,7 @@
 """The exec server's file operations for the host, done as the agent.
 
 Third of the exec server's parts (after ``server_jobs`` and
-``server_spawner``, before ``server``): reading and writing a file, and
+``server_spawner``; see ``server``'s docstring): reading and writing a file, and
 unpacking or packing a tar, all with the agent's effective ids
 (:class:`AsAgent`), so the host can reach through the server nothing the
 agent could not. Standard-library only; the tar module is imported on first

@@ -1,8 +1,8 @@
 """The exec server's processes: the agent's identity, commands, terminals, kill-all.
 
-First of the exec server's parts (``server_jobs``, ``server_spawner``,
-``server_files``, ``server``; :func:`megaflow.environment.local.launcher.server_payload` sends
-them in that order and the sandbox runs them in one namespace). Like the rest
+First of the exec server's parts (all of them are listed in ``server``'s
+docstring; :func:`megaflow.environment.local.launcher.server_payload` sends
+them in order and the sandbox runs them in one namespace). Like the rest
 of the server it is standard-library only, imports little and never imports
 MegaFlow.
 
@@ -35,6 +35,7 @@ AGENT = 1000  # uid and gid of everything run for the host
 INF = float("inf")
 MAX_FRAME = int(sys.argv[3]) if len(sys.argv) > 3 else 64 << 20
 HEAD_ROOM = 1 << 16  # a reply's header stays below this
+CHUNK = 65536  # one read of a command's pipe or a terminal
 
 
 def become_agent() -> None:
