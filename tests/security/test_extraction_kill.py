@@ -68,13 +68,15 @@ async def test_the_watcher_writes_the_fix_once_any_process_starts(
     local: LocalRuntime, tmp_path: Path
 ) -> None:
     """The attack works where nothing kills it: a process started after the
-    watcher (here a plain ``true``) sets it off, and the fix lands in the patch."""
+    watcher (here a short ``sleep``: a spawned ``true`` is gone within a
+    millisecond, between two looks of a watcher on a busy machine) sets it
+    off, and the fix lands in the patch."""
     loaded = _calc_instance(tmp_path)
     async with await local.create(environment_spec(loaded)) as box:
         await prepare_sandbox(box, loaded)
         await _leave_watcher(box)
         assert await box.read_file("/workspace/calc.py") == CALC.encode()
-        await box.exec("true")
+        await box.exec("sleep 0.1")
         for _ in range(500):
             if await box.read_file("/workspace/calc.py") == CALC_FIXED.encode():
                 break

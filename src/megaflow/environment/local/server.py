@@ -89,19 +89,24 @@ class Server:
         while True:
             deadline = self.commands.next_deadline()
             wait = None if deadline is None else max(deadline - time.monotonic(), 0) * 1000 + 1
+            asked = False
             for fd, _ in self.poll.poll(wait):
                 if fd == 0:
                     data = os.read(0, 1 << 20)
                     if not data:
                         return
                     self.inbuf += data
-                    self.dispatch()
+                    asked = True
                 elif fd == self.wake_r:
                     self.drain_wake()
                 elif not self.commands.on_fd(fd):
                     self.terminals.on_fd(fd)
+            # Reap first: what died before the host asked (a timed-out command's
+            # group, orphans this subreaper took) is gone when a request runs.
             self.reap()
             self.commands.kill_late()
+            if asked:
+                self.dispatch()
 
     def drain_wake(self) -> None:
         try:
