@@ -12,8 +12,7 @@ child of the server that becomes the agent for good and raises its own
 Guarantees kept, and how:
 
 - *Commands run as the agent, never as root.* The spawner drops to the agent's
-  ids before its loop starts; if it dies, the server starts a new one the same
-  way, never runs a command itself in this mode.
+  ids before its loop starts; a new one after it died does the same.
 - *The agent cannot reach the server's channel.* The spawner closes every fd
   it inherited from the server (the host pipe, other commands' pipes) but its
   socket and /dev/null; the socket is close-on-exec, so no command has it.
@@ -24,23 +23,20 @@ Guarantees kept, and how:
   the command's stdout and stderr (passed with ``SCM_RIGHTS``) and reports
   the pid and, later, the exit status. A zombie is reported before it is
   reaped (``WNOWAIT``), so its pid is not reused while the server may still
-  kill its process group.
-- *Timeouts and kills* stay the server's: it kills a command's process group
-  itself (``CAP_KILL``), and the host kills by cgroup.
+  kill its process group. Timeouts and kills stay the server's (``CAP_KILL``;
+  the host kills by cgroup).
 - *The agent may lower the spawner's limits* (``prlimit``, same uid), its
-  priority or its CPU affinity, which every later command would inherit. The
-  spawner compares them with what it started with before and after each
-  start; changed, it kills that command and quits, so the exec fails and the
-  next spawner starts afresh.
-  (The agent can prlimit a running command directly in any case: the window
-  it would have to hit here is one ``posix_spawn``.)
+  priority or its CPU affinity, which later commands would inherit. The
+  spawner compares them with what it started with before each start (changed:
+  it quits, that exec fails) and after it (changed: it kills that command,
+  which ends with 137, and quits); the next spawner starts afresh.
 - *The agent may kill or stop the spawner* (same uid; ``kill -9 -1`` does).
   The server notices (its socket closes, ``SIGCHLD``), kills it, takes the
   exits it had reported and starts a new spawner at the next exec. The
-  server is the child subreaper of the sandbox, so the spawner's commands
-  become its children: it reaps them and answers their execs as usual. Only
-  a request the spawner had taken but not answered fails (whether it started
-  is unknown).
+  server is the sandbox's child subreaper, so the spawner's commands become
+  its children: it reaps them and answers their execs as usual. Only a
+  request the spawner had taken but not answered fails (it sends the pid
+  right after the start, but a command may kill it first).
 - *A full sandbox is the sandbox's error.* A start that fails for want of a
   process or memory (``EAGAIN``, ``ENOMEM``: the pids limit) fails the exec as
   the server's own fork would; any other failure (no such command, a bad
