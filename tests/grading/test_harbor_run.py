@@ -47,8 +47,12 @@ def test_oracle_resolves_every_harbor_task_and_the_empty_control_none(
     assert res.exit_code == 0, res.output
     assert "wrote 8 Harbor tasks" in res.output
     # hello-file and json-settings have the same environment/: one image, built once
-    assert res.output.count(": built in") == 7, res.output
-    assert res.output.count(": cached") == 1, res.output
+    # (the Podman service is the session's: another test of this worker may have built
+    # some of these images already, and those are found by their tag)
+    built, cached = res.output.count(": built in"), res.output.count(": cached")
+    assert built + cached == 8, res.output
+    assert built <= 7, res.output
+    assert cached >= 1, res.output
     again = runner.invoke(app, [*args, "--force"])  # unchanged folders: found by their tag
     assert again.exit_code == 0, again.output
     assert again.output.count(": cached") == 8, again.output
