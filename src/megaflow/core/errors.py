@@ -91,6 +91,12 @@ class ChecksumMismatch(StorageError):
     """Stored bytes do not match the checksum recorded when they were written."""
 
 
+class LeaseLost(StorageError):
+    """This process no longer drives the run: another took its driver lease over
+    (:mod:`megaflow.storage.lease`). Its writes are refused; the run goes on under
+    the new driver, so nothing is lost by stopping."""
+
+
 class StoreUnavailable(StorageError):
     """A store stayed unreachable (or its disk full) longer than its outage deadline.
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from megaflow.core.errors import MegaFlowError, StoreUnavailable
+from megaflow.core.errors import LeaseLost, MegaFlowError, StoreUnavailable
 from megaflow.core.events import Event
 from megaflow.core.tasks import Attempt, TaskResult
 from megaflow.storage.abstract import EventBus, MetadataStore, Transition
@@ -120,6 +120,8 @@ class StateWriter:
                 await self._write()
             except StoreUnavailable as exc:  # the stores waited out what they could
                 log.error("state write failed: %s; the changes are lost until resume", exc)
+            except LeaseLost as exc:  # another driver has the run: its writes count
+                log.warning("state write refused: %s", exc)
             except Exception:
                 log.exception("state write failed; the changes are lost until resume")
             if not self._ready.is_set():
@@ -137,8 +139,8 @@ class StateWriter:
             self.flushes += 1
             try:
                 await store.transition_many(transitions)
-            except StoreUnavailable:
-                raise  # the store is gone, not one change wrong
+            except (StoreUnavailable, LeaseLost):
+                raise  # the store is gone, or not ours to write: not one change wrong
             except MegaFlowError as exc:
                 # One bad change must not drop the others: apply them one by one.
                 log.warning("batched state write failed (%s); applying one by one", exc)

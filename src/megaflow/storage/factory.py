@@ -28,6 +28,7 @@ from megaflow.storage.retrying import (
     RetryingEventBus,
     RetryingMetadataStore,
     RetryingTaskQueue,
+    fence_writes,
 )
 from megaflow.storage.spool import Spool
 
@@ -103,8 +104,7 @@ class Stores(Lifecycle):
 
     def fence_writes(self, fence: Callable[[], Awaitable[None]]) -> None:
         """Await ``fence`` before every metadata write (a driver lease's ``fence``)."""
-        if isinstance(self.metadata, RetryingMetadataStore):
-            self.metadata.fence = fence
+        fence_writes(self.metadata, fence)
 
     async def start(self) -> None:
         started = []

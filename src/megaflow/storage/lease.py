@@ -40,7 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from megaflow.core.errors import AlreadyExists, MegaFlowError, StorageError, StoreUnavailable
+from megaflow.core.errors import (
+    AlreadyExists,
+    LeaseLost,
+    MegaFlowError,
+    StorageError,
+    StoreUnavailable,
+)
 from megaflow.core.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
@@ -156,7 +162,7 @@ class DriverLease(Lifecycle):
         assert self._lost is not None
         if not self._lost.done():
             self._lost.set_result(
-                StorageError(
+                LeaseLost(
                     f"this process ({self.owner}) lost the driver lease of run {self.run_id}: "
                     f"it was not renewed within {self.ttl_s:g} s (the process was frozen or "
                     f"the metadata store away) and another process took the run over ({exc}). "

@@ -44,6 +44,15 @@ from megaflow.storage.outage import Outage
 from megaflow.storage.spool import Spool
 
 
+def fence_writes(metadata: MetadataStore, fence: Callable[[], Awaitable[None]]) -> None:
+    """Await ``fence`` before every write of ``metadata``. Only the stores of a run
+    (:class:`RetryingMetadataStore`, which every config-built run has) take a fence;
+    any other store is refused, so a driver is never left unfenced unseen."""
+    if not isinstance(metadata, RetryingMetadataStore):
+        raise TypeError(f"only a RetryingMetadataStore takes a fence, not {type(metadata)}")
+    metadata.fence = fence
+
+
 class RetryingMetadataStore(MetadataStore):
     """With a ``spool``, the writes of a finished attempt (its attempt record,
     result and state changes) that the store could not take before its deadline
