@@ -1,7 +1,7 @@
 """The exec server's spawner (server_spawner.py): what a command can reach of
 it, and what happens when the agent (same uid) kills or stops it. The spawner
-is the default; ``MEGAFLOW_EXEC_MODE=fork`` turns it off, so every test here
-clears that variable first."""
+is opt-in (``MEGAFLOW_EXEC_MODE=spawn``), so every test here sets that variable
+first."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ print(json.dumps({"fds": fds, "seen": seen, "uid": os.getuid()}))
 
 @pytest.fixture(autouse=True)
 def spawner_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MEGAFLOW_EXEC_MODE", raising=False)
+    monkeypatch.setenv("MEGAFLOW_EXEC_MODE", "spawn")
 
 
 async def test_a_command_holds_no_channel_and_cannot_list_the_spawners_or_servers(

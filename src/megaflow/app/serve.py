@@ -89,7 +89,6 @@ async def _serve_scheduler(
     lease = DriverLease(stores.metadata, SCHEDULER_LEASE, ttl, end_in_place=True)
     await lease.start()
     stack.push_async_callback(lease.stop)
-    stores.fence_writes(lease.fence)  # a service that lost its lease writes nothing more
     scheduler = Scheduler(
         cfg.scheduler.config, stores, _scheduler_executor(cfg, token),
         metrics=SchedulerMetrics(reg),
