@@ -1,10 +1,11 @@
 """STUDY, not the product: per-kind figures of the settings-kinds family without sandboxes.
 
-Three uses:
+Four uses:
 
     .venv/bin/python benchmarks/study_settings_kinds.py eval POLICY [--samples 8]
     .venv/bin/python benchmarks/study_settings_kinds.py copy POLICY [POLICY ...]
     .venv/bin/python benchmarks/study_settings_kinds.py kinds RUN.json [RUN.json ...]
+    .venv/bin/python benchmarks/study_settings_kinds.py seeds DIR [DIR ...] [--out FILE]
 
 ``eval`` samples the policy on the held-out split (temperature 1 and greedy)
 with batched generation, grades each answer with a Python re-implementation
@@ -16,7 +17,13 @@ tasks whose path, name and values it predicts whole, and copied tokens
 right, with the words it gets wrong most often. ``kinds`` reads the curve
 JSON of ``megaflow train`` runs and prints each held-out round's sampled
 pass@1 per kind (from ``per_prompt``, the kind is in the instance id), so a
-run's change can be seen kind by kind.
+run's change can be seen kind by kind. ``seeds`` sets each seed's trained
+arm against its shuffled control: DIR holds the two arms' curves
+(``trained.json``, ``control.json``) and, if the runner wrote one,
+``load.txt`` (the load average when each arm started and ended); it prints
+one markdown row per DIR with the before / trained / control pass@1 and the
+verdict of ``megaflow train compare`` (:mod:`megaflow.app.training.compare`),
+and with ``--out`` writes the table there, dated and with the commit.
 """
 
 from __future__ import annotations
@@ -184,6 +191,54 @@ def kinds(paths: list[Path]) -> None:
             )
 
 
+def _held_out(p: Any) -> str:
+    """A held-out round as the table shows it: pass@1 [interval], samples lost."""
+    if p.reward_mean is None:
+        return f"no sample graded ({p.masked} lost)"
+    lost = f", {p.masked} lost" if p.masked else ""
+    return f"{p.reward_mean:.3f} [{p.ci_low:.3f}, {p.ci_high:.3f}]{lost}"
+
+
+def seeds(dirs: list[Path], out: Path | None) -> None:
+    import datetime
+    import subprocess
+
+    from megaflow.app.training.compare import compare, load_curve
+
+    head = (
+        "| run | before (v0) | trained | greedy b/t | control | greedy c "
+        "| trained - control | compare | load (start/end of each arm) |"
+    )
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for d in dirs:
+        v = compare(load_curve(d / "trained.json"), load_curve(d / "control.json"))
+        where = "within" if v.control_held else ("ABOVE" if v.control_gained else "below")
+        verdict = f"control {where}, beats: {'yes' if v.beats_control else 'NO'} "
+        verdict += f"(exit {0 if v.ok else 1})"
+        log = d / "load.txt"
+        load = log.read_text().strip().replace("\n", "; ") if log.is_file() else "-"
+        g = [f"{x:.3f}" if x is not None else "-" for x in (v.before.greedy, v.trained.greedy)]
+        gc = f"{v.control.greedy:.3f}" if v.control.greedy is not None else "-"
+        rows.append(
+            f"| {d.name} | {_held_out(v.before)} | @{v.trained.step} {_held_out(v.trained)} "
+            f"| {g[0]} / {g[1]} | @{v.control.step} {_held_out(v.control)} | {gc} "
+            f"| {v.difference.show()} over {v.difference.n} | {verdict} | {load} |"
+        )
+    print("\n".join(rows))
+    if out is not None:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        out.write_text(
+            "## settings-kinds: trained arm against its shuffled control, per seed (study)\n\n"
+            f"Written {now} by `benchmarks/study_settings_kinds.py seeds` at commit {commit}, "
+            "from each seed's `megaflow train` curves; pass@1 sampled at temperature 1 over "
+            "4 samples of each of the 32 held-out tasks, with its 95% interval; greedy one "
+            "sample each.\n\n" + "\n".join(rows) + "\n"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -194,11 +249,16 @@ def main() -> int:
     c.add_argument("policies", type=Path, nargs="+")
     k = sub.add_parser("kinds")
     k.add_argument("runs", type=Path, nargs="+")
+    r = sub.add_parser("seeds")
+    r.add_argument("dirs", type=Path, nargs="+")
+    r.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.cmd == "eval":
         evaluate(args.policy, args.samples)
     elif args.cmd == "copy":
         copies(args.policies)
+    elif args.cmd == "seeds":
+        seeds(args.dirs, args.out)
     else:
         kinds(args.runs)
     return 0
