@@ -1,12 +1,22 @@
 """On-disk records of local sandboxes, so a later process can clean up after a crash.
 
 Each sandbox directory holds ``record.json``: its id, owner, deadline, the
-MegaFlow process that made it (pid and start time, which together survive pid
-reuse), the bubblewrap pid and the cgroup directories. The reaper reads these.
+MegaFlow process that made it (its process key: pid, start time and pid
+namespace), the bubblewrap pid and the cgroup directories. The reaper reads these.
+
+A process key names one process for its whole life: the pid and start time
+together survive pid reuse, and the pid namespace says where the pid means
+something. A reaper judges only keys of its own pid namespace: run from
+another one (a container sharing the host's cgroups and ``/run``, or
+``unshare --pid``), every host process looks gone, so it would remove every
+live sandbox's cgroups and staged views. A key of another namespace is
+treated as alive; its sandboxes go when their deadline passes, or when a
+reaper of their own namespace finds their maker gone.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -29,14 +39,32 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+@functools.cache
+def pid_namespace() -> int:
+    """This process's pid namespace (the inode of ``/proc/self/ns/pid``), fixed
+    for its life."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
 def process_key(pid: int | None = None) -> str:
-    """``<pid>.<start time>``: names one process for its whole life."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}.{start_time(pid)}"
+    """``<pid>.<start time>.<pid namespace>`` of process ``pid`` (this one by
+    default), as this process sees it."""
+    if pid is None:
+        pid, namespace = os.getpid(), pid_namespace()
+    else:
+        namespace = os.stat(f"/proc/{pid}/ns/pid").st_ino
+    return f"{pid}.{start_time(pid)}.{namespace}"
 
 
 def key_alive(key: str) -> bool:
-    pid, _, started = key.partition(".")
+    """False only when the process ``key`` names is known to be gone: its pid
+    namespace is this one (or the key predates namespaces in keys) and its pid
+    no longer runs with that start time. A key of another pid namespace cannot
+    be judged from here and counts as alive."""
+    pid, _, rest = key.partition(".")
+    started, _, namespace = rest.partition(".")
+    if namespace and namespace != str(pid_namespace()):
+        return True
     return pid.isdigit() and str(start_time(int(pid))) == started
 
 

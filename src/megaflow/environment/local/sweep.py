@@ -21,16 +21,13 @@ import os
 import signal
 from collections.abc import Callable
 
+from megaflow.environment.local.records import pid_namespace
+
 MARKER = "MEGAFLOW_SANDBOX"
 """The environment variable naming each sandbox process's pid namespace, maker
 and sandbox (``<pid namespace>/<process key>/<sandbox id>``), so a process of
 the sandbox is found in ``/proc`` whatever its parent or cgroup."""
 _PREFIX = MARKER.encode() + b"="
-
-
-def pid_namespace() -> int:
-    """This process's pid namespace (the inode of ``/proc/self/ns/pid``)."""
-    return os.stat("/proc/self/ns/pid").st_ino
 
 
 def marker(process: str, sandbox_id: str) -> str:
