@@ -2,6 +2,9 @@
 that has several, so a train run's held-out ``eval`` samples stay apart from its
 ``train`` samples, whose total says how many the run plans while its steps
 are still being submitted: "32 of 64"), run ids shortened to a unique prefix.
+When the table does not fit the terminal whole, each run gets a line of its
+own with its counts beneath it (:mod:`megaflow.cli.stacked`), so no id wraps
+and no count is squeezed away.
 
 An embedded run whose driving process died (its run lock is free,
 :mod:`megaflow.cli.run_lock`) while tasks were unfinished is marked *driver
@@ -15,18 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import ConfigOption, DbOption, console, metadata_config, with_store
 from megaflow.cli.ids import resolve_run, short_ids
 from megaflow.cli.run_lock import Liveness, driver_liveness
+from megaflow.cli.stacked import Block, sentences, table_width
 from megaflow.cli.tables import outcome_columns
 from megaflow.core.states import TaskState
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.config import MetadataConfig
 
 _UNFINISHED = {s.value for s in TaskState if not s.terminal}
+TITLE = "runs: tasks by outcome"
 
 
 @dataclass
@@ -79,7 +86,7 @@ def status_table(rows: list[RunRow], among: list[str]) -> Table:
     """Runs by outcome: the run by its unique prefix (never wrapped), a type column when
     a run has several, a driver column when one is known."""
     short = short_ids({r.run_id for r in rows}, among)
-    table = Table(title="runs: tasks by outcome")
+    table = Table(title=TITLE)
     table.add_column("run", no_wrap=True)
     kinds = any(r.kind for r in rows)
     drivers = any(r.driver for r in rows)
@@ -87,8 +94,8 @@ def status_table(rows: list[RunRow], among: list[str]) -> Table:
         table.add_column("type", no_wrap=True)
     shown = outcome_columns([r.counts for r in rows])
     for key in shown:
-        table.add_column(key, justify="right")
-    table.add_column("total", justify="right")
+        table.add_column(key, justify="right", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
     if drivers:
         table.add_column("driver", no_wrap=True)
     for r in rows:
@@ -102,6 +109,22 @@ def status_table(rows: list[RunRow], among: list[str]) -> Table:
             *([driver] if drivers else []),
         )
     return table
+
+
+def status_view(rows: list[RunRow], among: list[str], width: int) -> RenderableType:
+    """:func:`status_table` when it fits ``width`` whole; else a block per run: its id
+    (and ``driver gone``) on a line, a sentence of counts per type beneath it."""
+    table = status_table(rows, among)
+    if table_width(table) <= width:
+        return table
+    short = short_ids({r.run_id for r in rows}, among)
+    blocks: dict[str, Block] = {}
+    for r in rows:
+        note = f"driver {r.driver}" if r.driver else ""
+        block = blocks.setdefault(r.run_id, Block(short[r.run_id], note))
+        items = [f"{k} {r.counts[k]}" for k in outcome_columns([r.counts]) if r.counts[k]]
+        block.rows.append([r.kind, f"{_total(r)} tasks", *items])
+    return Group(Text(TITLE, style="italic"), *sentences(list(blocks.values()), width))
 
 
 def status(
@@ -130,7 +153,7 @@ def status(
     if not rows:
         console.print("no runs yet")
         return
-    console.print(status_table(rows, among))
+    console.print(status_view(rows, among, console.width))
     gone = sorted({r.run_id for r in rows if r.driver == "gone"})
     for rid in gone:
         console.print(

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import typer
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from megaflow.app.summary import outcome_counts_by_type, planned_samples
 from megaflow.cli.common import DEFAULT_DB, ConfigOption, console, metadata_config, with_store
 from megaflow.cli.ids import short_ids
+from megaflow.cli.stacked import Block, columns, table_width
 from megaflow.cli.status_cmd import driver_state
 from megaflow.core.outcomes import ERROR_LABELS, is_done
 from megaflow.core.states import ACTIVE_STATES, TaskState
@@ -98,18 +100,9 @@ class TopView:
             t0, before = self._last
             rates = {key: (n - before.get(key, n)) / max(now - t0, 1e-9) for key, n in done.items()}
         self._last = (now, done)
-        narrow = (self.width or console.width) < _WIDE
-        table = Table(
-            title="megaflow top", expand=not narrow, box=box.SIMPLE if narrow else box.HEAVY_HEAD
-        )
-        table.add_column("run", no_wrap=True)  # a unique prefix, as `status` prints it
-        kinds = any(kind for _, kind, _, _ in rows)
-        if kinds:
-            table.add_column("type", no_wrap=True)
-        for col in _NARROW if narrow else _COLUMNS:
-            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
         errors: dict[str, int] = {}
         totals: dict[str, float] = {"queued": 0, "running": 0, "rate": 0.0}
+        cells: list[tuple[str, str, list[str], list[str]]] = []
         for rid, kind, c, total in rows:
             queued = sum(c.get(s.value, 0) for s in _WAITING)
             running = sum(c.get(s.value, 0) for s in ACTIVE_STATES)
@@ -123,20 +116,54 @@ class TopView:
                 str(c.get("resolved", 0)), str(c.get("unresolved", 0)),
                 str(sum(c.get(k, 0) for k in ERROR_LABELS.values())),
             ]  # fmt: skip
-            table.add_row(
-                short[rid], *([kind] if kinds else []), str(queued), str(running),
-                *(["/".join(graded)] if narrow else graded),
-                f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}",
-            )  # fmt: skip
-        by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
+            tail = [f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}"]
+            cells.append((rid, kind, [str(queued), str(running)], [*graded, *tail]))
         gone = await self._gone(rows, short)
+        body = self._layout(cells, short, gone)
+        by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
         footer = (
             f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
             f" | errors {sum(errors.values())}{f' ({by_kind})' if by_kind else ''}"
             f" | {totals['rate']:.1f} tasks/s"
             + (f" | driver gone: {', '.join(gone)} (megaflow run --resume)" if gone else "")
         )
-        return Group(table, footer)
+        return Group(*body, footer)
+
+    def _layout(
+        self,
+        cells: list[tuple[str, str, list[str], list[str]]],
+        short: dict[str, str],
+        gone: list[str],
+    ) -> list[RenderableType]:
+        """The frame's table: a column per count while that fits the width, else the
+        three outcome counts in one column without borders, else a block per run (its
+        id on a line of its own, its rows beneath: :mod:`megaflow.cli.stacked`)."""
+        width = self.width or console.width
+        kinds = any(kind for _, kind, _, _ in cells)
+        for narrow in (False, True) if width >= _WIDE else (True,):
+            table = Table(
+                title="megaflow top",
+                expand=not narrow,
+                box=box.SIMPLE if narrow else box.HEAVY_HEAD,
+            )
+            table.add_column("run", no_wrap=True)  # a unique prefix, as `status` prints it
+            if kinds:
+                table.add_column("type", no_wrap=True)
+            for col in _NARROW if narrow else _COLUMNS:
+                table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+            for rid, kind, waiting, rest in cells:
+                counts = [*waiting, "/".join(rest[:3]), *rest[3:]] if narrow else [*waiting, *rest]
+                table.add_row(short[rid], *([kind] if kinds else []), *counts)
+            if table_width(table) <= width:
+                return [table]
+        blocks: dict[str, Block] = {}
+        for rid, kind, waiting, rest in cells:
+            note = "driver gone" if short[rid] in gone else ""
+            block = blocks.setdefault(rid, Block(short[rid], note))
+            block.rows.append([kind, *waiting, "/".join(rest[:3]), *rest[3:]])
+        header = ["type" if kinds else "", *_NARROW]
+        lines = columns(header, list(blocks.values()), width)
+        return [Text("megaflow top", style="italic"), *lines]
 
 
 def top(
