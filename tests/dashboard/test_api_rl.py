@@ -63,8 +63,9 @@ def test_trajectory_outcome_tokens_group_and_neighbours(client: TestClient) -> N
     v = client.get(f"/api/trajectory?id={GROUP}/0", headers=H).json()
     assert (v["outcome"], v["reward"], v["errored"]) == ("resolved", 1.0, False)
     s = v["sample"]
-    assert s["prompt_text"] == ["fix", "the", "settings"]  # decoded by the run's tokenizer
-    assert s["completion_text"][:4] == ["write_file", "DEBUG", "=", "True"]
+    # decoded by the run's tokenizer: each token's piece of the text, spaces included
+    assert s["prompt_text"] == ["fix", " the", " settings"]
+    assert s["completion_text"][:4] == [" write_file", " DEBUG", " =", " True"]
     assert s["decoded_by"].endswith("tokenizer.json")
     g = v["group_rewards"]
     assert [m["reward"] for m in g["members"]] == [1.0, 0.0, 0.0, 0.0]

@@ -113,13 +113,13 @@ def test_trajectory_page_reads_like_an_inspector(site: dict[str, Any]) -> None:
     page.wait_for_selector("#tokens span")
     assert page.locator("#outcome").inner_text() == "resolved"
     assert "reward 1.00" in page.locator("#banner").inner_text()
-    words = page.locator("#tokens span").all_inner_texts()
-    assert words[:4] == ["write_file", "DEBUG", "=", "True"]  # decoded, not ids
+    words = page.locator("#tokens span").evaluate_all("es => es.map(e => e.textContent)")
+    assert words[:4] == [" write_file", " DEBUG", " =", " True"]  # decoded, not ids
     assert page.locator("#tokens span").first.get_attribute("title") == (
         "id 4 · logprob -0.010 · mask 1"
     )
     prompt = page.locator("#prompt-tokens span").evaluate_all("es => es.map(e => e.textContent)")
-    assert prompt == ["fix", "the", "settings"]  # the prompt decoded (folded until opened)
+    assert prompt == ["fix", " the", " settings"]  # the prompt decoded, shown
     assert page.locator("#steps .turn").count() == 2  # one box per turn
     first = page.locator("#steps .turn").first
     assert first.locator(".diff .add").inner_text().strip() == PATCH.splitlines()[-1]
@@ -158,7 +158,7 @@ def test_each_attempts_trajectory_from_the_task_page(site: dict[str, Any]) -> No
     page.locator("#other-attempts a").click()  # to the result's attempt
     page.wait_for_function("() => location.search.includes('attempt=2')")
     page.wait_for_selector("#attempt")
-    assert page.locator("#attempt").inner_text() == "attempt 2 of 2 (the result's)"
+    assert page.locator("#attempt").inner_text() == "attempt 2 of 2 (the task's)"
     assert page.locator("#outcome").inner_text() == "resolved"
 
 

@@ -289,7 +289,8 @@ async def task_detail(
         "result": res.model_dump(mode="json") if res is not None else None,
         "grade": json.loads(grade_text) if grade_text else None,
         "patch": await _text(artifacts, res.artifacts.get("patch") if res else None),
-        "has_trajectory": res is not None and "trajectory" in res.artifacts,
+        # the result's, or (a task that ended without one) its last attempt's
+        "has_trajectory": bool(kept) or (res is not None and "trajectory" in res.artifacts),
     }
 
 
