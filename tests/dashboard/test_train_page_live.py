@@ -51,8 +51,9 @@ def test_every_step_reaches_the_training_page(
     assert seen == [1, 2]  # curve.json grew with each step, not at the end only
     steps = json.loads((tmp / "out" / RUN / "curve.json").read_text())["steps"]
     for key in ("grad_norm", "clip_fraction", "groups", "groups_with_signal", "response_length",
-                "reward_std", "sync_s"):  # fmt: skip
+                "reward_std", "sync_s", "train_s", "rollout_s"):  # fmt: skip
         assert all(s[key] is not None for s in steps), key
+    assert all(s["tokens"] > 0 for s in steps)  # every step updated: tokens/s is charted
     assert [s["groups"] for s in steps] == [2, 2]  # prompts_per_step
     stores = ["--db", str(tmp / "m.db"), "--artifacts", str(tmp / "art"),
               "--train-dir", str(tmp / "out")]  # fmt: skip
@@ -63,7 +64,7 @@ def test_every_step_reaches_the_training_page(
         page.goto(f"{base}/training?id={RUN}")
         page.wait_for_selector("#grad-chart canvas")
         shown = page.locator("#charts").get_attribute("data-shown").split()
-        for chart in ("loss", "grad", "clip", "signal", "length", "time"):
+        for chart in ("loss", "grad", "clip", "signal", "length", "tps", "time"):
             assert chart in shown, chart
         assert "kl" not in shown  # kl_coef 0: not measured, not drawn
         assert page.locator("#steps-table tr").count() == 3

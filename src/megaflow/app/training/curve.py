@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from megaflow.train.stats import StepStats
+
+CURVE_JSON = "curve.json"
+"""The curve's file under ``OUT_DIR/<run id>/``, where the dashboard reads it."""
 
 
 class StepPoint(BaseModel):
@@ -28,8 +34,14 @@ class StepPoint(BaseModel):
     samples: int = 0
     dropped: int = 0
     reweighted: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
+    tokens: int = Field(0, description="Tokens trained in the step (0: no update).")
+    seconds: float = Field(0.0, description="Wall time of the whole step, rollouts included.")
+    rollout_s: float | None = Field(
+        None, description="Seconds the step waited for its rollouts (refills included)."
+    )
+    train_s: float | None = Field(
+        None, description="Seconds the trainer's step took (None: no trainer step)."
+    )
     sets: dict[str, dict[str, float | int | None]] | None = Field(
         None,
         description="A run with train.sets: each set's samples (graded), reward_mean and "
@@ -55,6 +67,24 @@ TRAINER_FIGURES = (
     "response_length", "truncation_rate", "lr",
 )  # fmt: skip
 """The :class:`~megaflow.train.stats.StepStats` fields a :class:`StepPoint` keeps."""
+
+UPDATE_FIGURES = ("loss", "grad_norm", "clip_fraction", "mismatch", "entropy")
+"""Figures only an optimizer step measures: a step that kept its weights reports them as
+0.0, which a chart would draw as a real zero (an entropy of 0 reads as a collapsed policy)."""
+
+
+def step_figures(stats: StepStats | None, *, kl_measured: bool) -> dict[str, Any]:
+    """The trainer's figures of a step as :class:`StepPoint` fields: None for what the step
+    did not measure (everything without a trainer step, ``updates: false``; the
+    :data:`UPDATE_FIGURES` of a step that took no update; KL unless a reference model
+    measured it, ``kl_coef > 0``), so the dashboard hides them rather than chart zeros."""
+    if stats is None:
+        return {}
+    figures: dict[str, Any] = {k: getattr(stats, k) for k in TRAINER_FIGURES}
+    figures.update(loss=stats.loss, kl=stats.kl if kl_measured else None)
+    if not stats.updated:
+        figures.update(dict.fromkeys(UPDATE_FIGURES), kl=None)
+    return {**figures, "tokens": stats.tokens, "train_s": stats.seconds}
 
 
 class EvalPoint(BaseModel):

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from megaflow.app.job import Job
 from megaflow.app.training.control import apply_control
-from megaflow.app.training.curve import TRAINER_FIGURES, Curve, StepPoint
+from megaflow.app.training.curve import CURVE_JSON, Curve, StepPoint, step_figures
 from megaflow.app.training.engines import launched_engines
 from megaflow.app.training.guards import check_signal, check_usable, has_signal
 from megaflow.app.training.heldout import eval_line, evaluate
@@ -159,6 +159,13 @@ class TrainLoop:
         self.curve.write(self.png)
         return self.curve
 
+    def _publish(self) -> None:
+        """The curve so far, where the dashboard reads it (``OUT_DIR/<run id>/curve.json``,
+        also when ``train.curve`` puts the final one elsewhere) and beside the PNG; after
+        every step and every held-out round, so the training page follows the run."""
+        for js in {Path(self.tc.out_dir) / self.run_id / CURVE_JSON, self.png.with_suffix(".json")}:
+            self.curve.write_json(js)
+
     @property
     def version(self) -> int:
         return self.trainer.weights_version
@@ -230,6 +237,7 @@ class TrainLoop:
                         samples=self.cfg.samples, seed=tc.seed, step=step, say=self.say,
                     )
                 ).batch  # fmt: skip
+            rollout_s = time.perf_counter() - t0  # the rollouts waited for, refills included
             groups, stale = apply_staleness(
                 batch.groups, self.version, max_staleness=tc.max_staleness,
                 stale=tc.stale, decay=tc.reweight_decay,
@@ -241,20 +249,18 @@ class TrainLoop:
                 stats = await asyncio.to_thread(self.trainer.step, groups)
                 if stats.updated:
                     await self._push()
-            figures = {k: getattr(stats, k) for k in TRAINER_FIGURES} if stats else {}
             point = StepPoint(
                 step=step, prompts=self.plan.batch(step), reward_mean=batch.reward_mean,
-                loss=stats.loss if stats else None,
-                kl=stats.kl if stats and tc.kl_coef > 0 else None,  # measured only then
                 weights_version=self.version, staleness_max=stale.staleness_max,
                 samples=stale.samples, dropped=stale.dropped, reweighted=stale.reweighted,
-                tokens=stats.tokens if stats else 0, seconds=time.perf_counter() - t0,
+                seconds=time.perf_counter() - t0, rollout_s=rollout_s,
                 reward_std=batch.reward_std,
-                sync_s=self.sync_s[-1] if len(self.sync_s) > syncs else None, **figures,
+                sync_s=self.sync_s[-1] if len(self.sync_s) > syncs else None,
+                **step_figures(stats, kl_measured=tc.kl_coef > 0),
             )  # fmt: skip
             point.sets = None if mixed is None else mixed.figures()
             self.curve.steps.append(point)
-            self.curve.write_json(self.png.with_suffix(".json"))  # the dashboard reads it
+            self._publish()
             line = step_line(point, tc, batch.masked, stats)
             self.say(line if mixed is None else line + mixed.line())
             last = step == tc.steps
@@ -282,4 +288,5 @@ class TrainLoop:
             samples=tc.eval_samples, temperature=tc.eval_temperature, greedy=tc.eval_greedy,
         )  # fmt: skip
         self.curve.evals.append(point)
+        self._publish()
         self.say(eval_line(point))

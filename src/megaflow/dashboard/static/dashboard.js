@@ -116,7 +116,8 @@ MF.bytes = function (x) {
 
 // A line chart of several series over the same x values (null: no point). opts.width sizes it
 // to the page; opts.range fixes the y axis (rewards 0-1); a flat series gets a small span
-// around its value, not uPlot's 0-100.
+// around its value, not uPlot's 0-100, and not below 0 if it is not (a grad norm of 0 on a
+// -1..1 axis). Returns the uPlot (its data and scales, for a page's tests).
 MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
   target.replaceChildren();
   if (!xs.length) { target.append(MF.el("p", { text: `${title}: no points yet` })); return; }
@@ -124,7 +125,7 @@ MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
   const yrange = (u, lo, hi) => {
     if (lo === null || hi === null) return [0, 1];
     if (opts.range) return [Math.min(opts.range[0], lo), Math.max(opts.range[1], hi)];
-    if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; return [lo - pad, hi + pad]; }
+    if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; return [lo >= 0 ? Math.max(0, lo - pad) : lo - pad, hi + pad]; }
     const pad = (hi - lo) * 0.08;
     return [lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad];
   };
@@ -143,5 +144,5 @@ MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
       dash: s.dash || undefined, points: { show: !s.thin }, spanGaps: true,
     }))],
   };
-  new uPlot(opt, [xs, ...series.map((s) => s.values)], target);
+  return new uPlot(opt, [xs, ...series.map((s) => s.values)], target);
 };

@@ -20,11 +20,36 @@ const TR = {
     ["entropy", "entropy", [["entropy", (s) => s.entropy]]],
     ["length", "response length (tokens)", [["mean length", (s) => s.response_length]]],
     ["trunc", "truncated share", [["truncated", (s) => s.truncation_rate]]],
-    ["tps", "trained tokens per second", [["tokens/s", (s) => (s.tokens && s.seconds ? s.tokens / s.seconds : null)]]],
-    ["time", "step and weight-sync time (s)", [["step", (s) => s.seconds || null], ["weight sync", (s) => s.sync_s]]],
+    ["tps", "trained tokens per second", [["over the step", (s) => TR.rate(s.tokens, s.seconds)], ["over the trainer's time", (s) => TR.rate(s.tokens, s.train_s)]]],
+    ["time", "time per step (s)", [["step", (s) => s.seconds || null], ["waiting for rollouts", (s) => s.rollout_s], ["trainer", (s) => s.train_s], ["weight sync", (s) => s.sync_s]]],
     ["stale", "weights version and staleness", [["weights version", (s) => s.weights_version], ["max staleness", (s) => s.staleness_max]]],
     ["samples", "samples per step", [["samples", (s) => s.samples || null], ["dropped", (s) => s.dropped], ["reweighted", (s) => s.reweighted]]],
   ],
+
+  // The steps' table: [head, value of a step]; a column no step has a value for is left out,
+  // as is a chart (and KL with kl_coef 0).
+  columns: [
+    ["step", null], ["train reward", (s) => MF.num(s.reward_mean)], ["std", (s) => TR.n(s.reward_std)],
+    ["loss", (s) => TR.n(s.loss, 4)], ["grad norm", (s) => TR.n(s.grad_norm, 3)], ["clip", (s) => TR.n(s.clip_fraction, 3)],
+    ["signal", (s) => (s.groups_with_signal ?? null) === null ? null : `${s.groups_with_signal}/${s.groups ?? "?"}`],
+    ["KL", (s) => TR.n(s.kl, 4)], ["version", (s) => s.weights_version], ["staleness", (s) => s.staleness_max],
+    ["samples", (s) => s.samples], ["tokens/s", (s) => TR.n(TR.rate(s.tokens, s.seconds), 0)], ["step s", (s) => TR.n(s.seconds || null, 1)],
+    ["rollouts s", (s) => TR.n(s.rollout_s, 1)], ["trainer s", (s) => TR.n(s.train_s, 1)], ["sync s", (s) => TR.n(s.sync_s, 2)],
+  ],
+
+  n(x, digits = 2) { return x === null || x === undefined ? null : MF.num(x, digits); },
+  rate(tokens, seconds) { return tokens && seconds ? tokens / seconds : null; },
+
+  // A figure the run's config says was not computed (KL without a reference model), even if
+  // an older loop wrote it as 0.
+  off(id, v) { return id === "kl" && !!v.config && !!v.config.train && (v.config.train.kl_coef ?? 0) === 0; },
+
+  // As many charts a row as fit at 520 px or more (one to three), each as wide as its share.
+  width() {
+    const box = document.getElementById("charts").clientWidth || 900, gap = 24;
+    const cols = Math.max(1, Math.min(3, Math.floor((box + gap) / (520 + gap))));
+    return Math.floor((box - gap * (cols - 1)) / cols) - 2;
+  },
 
   // Exponential moving average (the smoothing slider), nulls kept as gaps.
   ema(values) {
@@ -71,13 +96,13 @@ const TR = {
         values: TR.at(xs, v.evals, (e) => (e.sets && e.sets[name] ? e.sets[name].reward_mean : null)),
         color: SET_COLORS[k % SET_COLORS.length], dash: i ? [8, 4] : [4, 2] }));
     });
-    MF.lines(document.getElementById("reward-chart"), "reward (train per step ± std; held-out with its 95% interval)", xs, series, "step", { width, range: [0, 1] });
+    const target = document.getElementById("reward-chart");
+    target.plot = MF.lines(target, "reward (train per step ± std; held-out with its 95% interval)", xs, series, "step", { width, range: [0, 1] });
   },
 
   render(views) {
     const main = views[0];
-    const box = document.getElementById("charts");
-    const width = Math.max(280, Math.min(620, Math.floor((box.clientWidth || 900) / (box.clientWidth > 900 ? 2 : 1)) - 24));
+    const box = document.getElementById("charts"), width = TR.width();
     TR.rewardChart(views, width);
     const xs = TR.xs(views), shown = [];
     for (const [id, title, specs] of TR.charts) {
@@ -87,10 +112,9 @@ const TR = {
         const values = TR.at(xs, v.steps, get);
         if (values.some((x) => x !== null)) series.push({ label: (views.length > 1 ? v.run + ": " : "") + label, values: id === "stale" ? values : TR.ema(values), color: COLORS[j], dash: i ? [8, 4] : null });
       }));
-      const off = id === "kl" && main.config && (main.config.train || {}).kl_coef === 0;
       if (!target) { target = MF.el("div", { id: id + "-chart", class: "chart" }); box.append(target); }
-      target.hidden = !series.length || off;
-      if (!target.hidden) { MF.lines(target, title, xs, series, "step", { width }); shown.push(id); }
+      target.hidden = !series.length || TR.off(id, main);
+      if (!target.hidden) { target.plot = MF.lines(target, title, xs, series, "step", { width }); shown.push(id); }
     }
     box.dataset.shown = shown.join(" ");
   },
@@ -114,11 +138,12 @@ const TR = {
 
   steps(v) {
     const link = (s) => (v.has_run ? MF.link(`/run?id=${encodeURIComponent(v.run)}&type=train&q=${encodeURIComponent(`.s${String(s.step).padStart(5, "0")}.`)}`, String(s.step)) : s.step);
-    const rows = v.steps.map((s) => [link(s), MF.num(s.reward_mean), MF.num(s.reward_std), MF.num(s.loss, 4), MF.num(s.grad_norm, 3), MF.num(s.clip_fraction, 3),
-      s.groups_with_signal ?? "-", MF.num(s.kl, 4), s.weights_version, s.staleness_max, s.samples, MF.num(s.seconds, 1), MF.num(s.sync_s, 2)]);
-    const t = MF.table(["step", "train reward", "std", "loss", "grad norm", "clip", "groups with signal", "KL", "weights version", "max staleness", "samples", "step s", "sync s"], rows);
+    const cols = TR.columns.filter(([head, get]) => !get || (!TR.off(head === "KL" ? "kl" : head, v) && v.steps.some((s) => (get(s) ?? null) !== null)));
+    const rows = v.steps.map((s) => cols.map(([, get]) => (get ? get(s) : link(s))));
+    const t = MF.table(cols.map(([head]) => head), rows);
     t.id = "steps-table";
-    document.getElementById("steps").replaceChildren(t);
+    t.style.whiteSpace = "nowrap"; // a narrow page scrolls the table, not the figures' digits
+    document.getElementById("steps").replaceChildren(MF.el("div", { style: "overflow-x: auto" }, t));
   },
 
   detail(views) {
@@ -156,6 +181,8 @@ const TR = {
     };
     document.getElementById("ov-go").onclick = () => { location.href = "/training?" + new URLSearchParams({ id: document.getElementById("ov-a").value, vs: document.getElementById("ov-b").value }); };
     if (!TR.id) { MF.poll("/api/training", TR.list, 3); return; }
+    let resized = null; // charts follow the page's width, not only the next poll
+    window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(() => TR.last && TR.detail(TR.last), 150); });
     const ids = [TR.id, ...(TR.vs ? [TR.vs] : [])];
     // Polled: the loop rewrites curve.json after every step, so each step shows within seconds.
     MF.poll("/api/training?id=" + encodeURIComponent(TR.id), async (v) => {
