@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from megaflow.app.serve import serve
 from megaflow.cli.main import app
 from megaflow.core.tasks import RunSpec, TaskSpec
-from megaflow.dashboard.queries import run_summary
+from megaflow.dashboard.summary import run_summary
 from megaflow.rpc.auth import generate_token
 from megaflow.rpc.config import ClusterConfig
 from megaflow.storage.lease import SCHEDULER_LEASE

@@ -116,7 +116,8 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
             task_id=spec.id, success=n % 3 == 0, reward=float(n % 3 == 0),
             metrics={"agent_s": float(n)},
         ))  # fmt: skip
-    await meta.create_run(RunSpec(id=CONTROL, name="rl", config=config))
+    arm = {"arm": "control", "job": RUN}  # as the job labels its control arm
+    await meta.create_run(RunSpec(id=CONTROL, name="rl", config=config, labels=arm))
     ctl = [
         TaskSpec(id=f"{CONTROL}/cd34.s00001.{INSTANCE}/{n}", run_id=CONTROL, type=TaskType.TRAIN,
                  sample=n, payload=named)
@@ -127,6 +128,8 @@ async def seed_rl(meta: MetadataStore, art: ArtifactStore, tmp: Path) -> None:
         await _finish(meta, spec, TaskResult(task_id=spec.id, success=False, reward=0.0))
     await meta.create_run(RunSpec(id=DEAD, name="dead", labels={"job": DEAD}))
     await meta.add_tasks([TaskSpec(id=f"{DEAD}/t{n}/0", run_id=DEAD) for n in range(2)])
+    for state in PATH[:3]:  # one task was running when its driver died
+        await meta.transition(f"{DEAD}/t1/0", state)
     await meta.claim_lease(DEAD, "elsewhere:1:dead", ttl_s=0.001)  # its driver stopped renewing
     await meta.create_run(RunSpec(id=CANCELLED, name="cancelled"))
     gone = [TaskSpec(id=f"{CANCELLED}/t{n}/0", run_id=CANCELLED) for n in range(3)]

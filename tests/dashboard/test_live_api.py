@@ -112,7 +112,7 @@ def test_scheduler_figures(app_parts: tuple[TestClient, CollectorRegistry, Clock
     sm.decisions.inc(10)
     view = client.get("/api/scheduler", headers=H).json()
     assert view["queued"] == {"by_type": {"train": 2, "eval": 1}, "by_run": {"waiting": 3},
-                              "total": 3}  # fmt: skip
+                              "total": 3, "stuck": 0}  # fmt: skip
     [row] = view["schedulers"]
     assert (row["queue_depth"], row["fragmentation"], row["decisions"]) == (3, 0.25, 10)
     assert row["decisions_per_s"] is None  # a rate needs two readings

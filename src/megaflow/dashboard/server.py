@@ -30,7 +30,7 @@ from fastapi.responses import (
 )
 
 from megaflow.core.errors import InvalidInput, NotFound
-from megaflow.dashboard import queries, trajectories
+from megaflow.dashboard import inflight, queries, summary, trajectories
 from megaflow.dashboard.auth import COOKIE, OPEN_PATHS, DashboardAuth
 from megaflow.dashboard.compare import compare_runs
 from megaflow.dashboard.live import LiveMetrics
@@ -126,7 +126,7 @@ def create_app(
 
     @app.get("/api/runs")
     async def runs() -> Any:
-        return await queries.run_summaries(meta)
+        return await summary.run_summaries(meta)
 
     @app.get("/api/run")
     async def run(
@@ -158,12 +158,15 @@ def create_app(
 
     @app.get("/api/sandboxes")
     async def sandboxes() -> Any:
-        return await metrics.sandboxes()
+        view = await metrics.sandboxes()
+        view["in_flight"] = await inflight.in_flight(meta)  # from the store: no metrics needed
+        return view
 
     @app.get("/api/scheduler")
     async def scheduler() -> Any:
         view = await metrics.scheduler()
-        view["queued"] = await queries.queued_by_type(meta)
+        view["queued"] = await inflight.queued_by_type(meta)
+        view["in_flight"] = await inflight.in_flight(meta)
         return view
 
     @app.get("/api/training")
@@ -178,9 +181,9 @@ def create_app(
             while not await request.is_disconnected():
                 try:
                     data: Any = (
-                        await queries.run_summary(meta, run)
+                        await summary.run_summary(meta, run)
                         if run
-                        else await queries.run_summaries(meta)
+                        else await summary.run_summaries(meta)
                     )
                 except NotFound as exc:
                     yield f"event: error\ndata: {json.dumps(str(exc))}\n\n"
@@ -206,7 +209,7 @@ async def _run_view(
     meta: MetadataStore, train: TrainingRuns, run_id: str, **filters: Any
 ) -> dict[str, Any]:
     view = await queries.run_tasks(meta, run_id, **filters)
-    view["summary"] = await queries.run_summary(meta, run_id)
+    view["summary"] = await summary.run_summary(meta, run_id)
     view["training"] = run_id in await train.run_ids()  # the run page links its curves
     return view
 

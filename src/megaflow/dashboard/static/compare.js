@@ -14,9 +14,12 @@ const CMP = {
         const cls = r.delta === null || r.delta === 0 ? "" : r.delta > 0 ? "ok" : "bad";
         return [r.instance, r.type, ...CMP.side(r.a), ...CMP.side(r.b), MF.el("td", { class: cls, text: d })];
       });
-      const t = MF.table(["instance", "type", `${a}: resolved`, `${a}: reward`, `${b}: resolved`, `${b}: reward`, "difference"], rows);
+      // short headers (A, B) so long run ids do not wrap every row; the ids are named above
+      const t = MF.table(["instance", "type", "A resolved", "A reward", "B resolved", "B reward", "B − A reward"], rows);
       t.id = "compare-table";
-      box.replaceChildren(MF.el("h2", { text: `Per instance: ${a} vs ${b}` }), t);
+      const legend = MF.el("p", { id: "compare-legend" }, "A: ", MF.link(MF.runHref(a), a), " · B: ", MF.link(MF.runHref(b), b),
+        ". Resolved: resolved samples / samples of the instance; reward: the mean over its graded samples.");
+      box.replaceChildren(MF.el("h2", { text: "Per instance, this run (A) beside another (B)" }), legend, t);
     } catch (err) { box.replaceChildren(MF.el("p", { class: "error", text: String(err.message || err) })); }
   },
 

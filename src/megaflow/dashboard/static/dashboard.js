@@ -6,7 +6,10 @@ const MF = {
 
   async get(path) {
     const resp = await fetch(path, { credentials: "same-origin" });
-    if (resp.status === 401) { location.href = "/login"; throw new Error("signed out"); }
+    if (resp.status === 401) {  // signed out (the token changed): back here after signing in
+      location.href = "/login?next=" + encodeURIComponent(location.pathname + location.search);
+      throw new Error("signed out");
+    }
     const body = await resp.json();
     if (!resp.ok) throw new Error(body.error || resp.statusText);
     return body;
@@ -30,12 +33,33 @@ const MF = {
   taskHref(id) { return "/task?id=" + encodeURIComponent(id); },
   runHref(id) { return "/run?id=" + encodeURIComponent(id); },
 
-  // Done tasks in green, cancelled ones apart in grey (ended, but no work done).
-  progress(done, total, cancelled = 0) {
-    const bar = MF.el("div", { class: "bar", title: `${done}/${total}` + (cancelled ? `, ${cancelled} cancelled` : "") });
+  // Done tasks in green, cancelled ones apart in grey: ended, but no work, so never counted
+  // as done (core/outcomes.py's "done"); `ended` counts both, as the API's `done` does.
+  progress(ended, total, cancelled = 0) {
+    const done = ended - cancelled, gone = cancelled ? `, ${cancelled} cancelled` : "";
+    const bar = MF.el("div", { class: "bar", title: `${done}/${total} done${gone}` });
     const pct = (n) => (total ? (100 * n) / total : 0);
-    bar.append(MF.el("div", { style: `width:${pct(done - cancelled)}%` }), MF.el("div", { class: "cancelled", style: `width:${pct(cancelled)}%` }));
-    return MF.el("span", {}, bar, ` ${done}/${total}` + (cancelled ? ` (${cancelled} cancelled)` : ""));
+    bar.append(MF.el("div", { style: `width:${pct(done)}%` }), MF.el("div", { class: "cancelled", style: `width:${pct(cancelled)}%` }));
+    return MF.el("span", { class: "progress" }, bar, ` ${done}/${total} done${gone}`);
+  },
+
+  // Where a run's tasks stand, by outcome word (resolved, agent error, running...), errors
+  // in red; never the state "succeeded" beside an error count.
+  outcomes(byOutcome) {
+    const out = MF.el("span", { class: "outcomes" });
+    for (const [k, n] of Object.entries(byOutcome || {})) {
+      if (out.childNodes.length) out.append(", ");
+      out.append(MF.el("span", { class: MF.ERRORS.includes(k) ? "bad" : "" }, `${k} ${n}`));
+    }
+    return out;
+  },
+  ERRORS: ["agent error", "infra error", "infra lost", "timed out", "cancelled", "tampered"],
+
+  // A control arm says so, with the most its job lets it resolve (its expect section).
+  arm(s) {
+    if (s.arm !== "control") return null;
+    const limit = s.control_limit === null || s.control_limit === undefined ? "" : `, expected to resolve at most ${MF.pct(s.control_limit)}`;
+    return MF.el("span", { class: "arm", title: `the negative control of job ${s.job}${limit}` }, "control arm");
   },
 
   // Graded figures of a run or of one task type: resolved share (over every task, as the

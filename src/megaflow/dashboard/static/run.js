@@ -24,14 +24,23 @@ const RUN = {
   summary(s) {
     const box = document.getElementById("summary");
     box.replaceChildren(MF.progress(s.done, s.total, s.cancelled),
-      ` ${MF.graded(s)}, ${MF.num(s.throughput)} tasks/s (cancelled ones not counted), errors: ${MF.errors(s.outcomes)}`);
+      ` ${MF.graded(s)}, ${MF.num(s.throughput)} tasks/s (cancelled ones not counted). Outcomes: `, MF.outcomes(s.by_outcome));
     const parts = Object.entries(s.progress).map(([t, p]) => `${t} ${p.done}/${p.total} ${p.basis}` + (p.note ? ` (${p.note})` : ""));
     if (parts.length) box.append(MF.el("p", { id: "type-progress", text: "Done by type: " + parts.join(" · ") + ". A planned total is known from the run's config; a submitted one counts the tasks queued so far." }));
+    if (s.arm === "control") box.prepend(RUN.control(s));
     if (s.driver === "gone") box.prepend(MF.el("p", { class: "notice", id: "driver-gone", text: "Driver gone: the process that drove this run ended with tasks unfinished; they will not move until `megaflow run --resume`." }));
     const types = Object.entries(s.by_type).map(([t, f]) => [t, f.tasks, f.graded, MF.pct(f.resolved_share), MF.num(f.reward_mean), MF.num(f.reward_std)]);
     const tt = MF.table(["type", "tasks", "graded", "resolved share", "reward mean", "reward std"], types); tt.id = "types-table";
     document.getElementById("by-type").replaceChildren(tt);
     if (s.done !== RUN.lastDone) { RUN.lastDone = s.done; RUN.load(); }
+  },
+
+  // A control arm's figures read as the negative control they are, beside its job's.
+  control(s) {
+    const limit = s.control_limit === null || s.control_limit === undefined ? "" : `; the job expects it to resolve at most ${MF.pct(s.control_limit)}`;
+    const cmp = MF.link("/run?" + new URLSearchParams({ id: s.job, vs: s.id }), "per instance beside it");
+    return MF.el("p", { class: "notice", id: "control-arm" }, "Control arm of job ", MF.link(MF.runHref(s.job), s.job),
+      `: the same tasks run by the control's model, a negative control${limit} (`, cmp, ").");
   },
 
   head(view) {

@@ -1,0 +1,147 @@
+"""A run's figures as the runs page and the run page's header show them.
+
+Read from the metadata store on each call, nothing cached. A run's figures
+count graded samples only (tasks that ended SUCCEEDED): the resolved rate is
+the share of them the agent solved, the reward mean and spread are over
+them, and are kept apart per task type (``by_type``: a train run's held-out
+figures are not mixed with its rollouts'). Where each task stands is counted
+by outcome (:mod:`megaflow.core.outcomes`: ``resolved``, ``agent error``,
+``running``...), never by the state ``succeeded`` beside an error count, so
+a page does not read "succeeded 352" next to "agent error 6". Throughput is
+done tasks per second since the run was created; cancelled tasks are ended
+but no work, so they count in neither (the bar shows them apart). A run is
+labelled with its arm (``main`` or ``control``) and its job, so a negative
+control's "resolved share 0.0%" reads as the control it is, with what the
+job expects of it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+from megaflow.core.outcomes import is_error, outcome, outcome_order
+from megaflow.core.states import TaskState
+from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
+from megaflow.dashboard.progress import progress_by_type
+from megaflow.storage.abstract import MetadataStore
+from megaflow.storage.lease import driver_lease, lease_ended
+
+
+def type_of(rec: TaskRecord) -> str:
+    return rec.spec.type.value if rec.spec.type is not None else "eval"
+
+
+def by_task(results: list[TaskResult]) -> dict[str, TaskResult]:
+    return {r.task_id: r for r in results}
+
+
+def error_kind_of(rec: TaskRecord, res: TaskResult | None) -> str | None:
+    """The result's error kind; for a task that ended unsuccessfully without a result, its
+    state."""
+    if res is not None:
+        return str(res.error_kind) if res.error_kind is not None else None
+    if rec.state.terminal and rec.state is not TaskState.SUCCEEDED:
+        return rec.state.value
+    return None
+
+
+def _error_kinds(records: list[TaskRecord], results: dict[str, TaskResult]) -> dict[str, int]:
+    kinds = Counter(error_kind_of(rec, results.get(rec.id)) for rec in records)
+    return {k: n for k, n in kinds.items() if k is not None}
+
+
+def _figures(records: list[TaskRecord], results: dict[str, TaskResult]) -> dict[str, Any]:
+    """Graded figures of some tasks: graded count, resolved, resolved rate, reward mean
+    and spread (graded tasks only: an ungraded task has no reward)."""
+    graded = [results[r.id] for r in records if r.state is TaskState.SUCCEEDED and r.id in results]
+    rewards = [g.reward for g in graded]
+    resolved = sum(1 for g in graded if g.success)
+    return {
+        "tasks": len(records),
+        "graded": len(graded),
+        "resolved": resolved,
+        "resolved_rate": resolved / len(graded) if graded else None,
+        # the command line's "resolved share" (core/outcomes.py): over every task
+        "resolved_share": resolved / len(records) if graded else None,
+        "reward_mean": statistics.fmean(rewards) if rewards else None,
+        "reward_std": statistics.pstdev(rewards)
+        if len(rewards) > 1
+        else (0.0 if rewards else None),
+    }
+
+
+def _arm(run: RunSpec) -> dict[str, Any]:
+    """The run's arm and job, and for a control arm the most the job lets it resolve."""
+    arm = run.labels.get("arm")
+    expect = run.config.get("expect")
+    limit = expect.get("max_control_resolved") if isinstance(expect, dict) else None
+    return {
+        "arm": arm,
+        "job": run.labels.get("job"),
+        "control_limit": limit if arm == "control" else None,
+    }
+
+
+def _summary(
+    run: RunSpec, records: list[TaskRecord], results: dict[str, TaskResult]
+) -> dict[str, Any]:
+    counts = Counter(r.state.value for r in records)
+    done = sum(1 for r in records if r.state.terminal)
+    cancelled = counts.get(TaskState.CANCELLED.value, 0)  # ended, but no work done
+    finished = [g.finished_at for g in results.values()]
+    end = max(finished) if done == len(records) and finished else time.time()
+    elapsed = max(end - run.created_at, 1e-9)
+    by_type: dict[str, list[TaskRecord]] = {}
+    for rec in records:
+        by_type.setdefault(type_of(rec), []).append(rec)
+    outcomes = Counter(outcome(r.state, results.get(r.id)) for r in records)
+    progress = progress_by_type(run, dict(sorted(by_type.items())))  # totals planned if known
+    return {
+        "id": run.id,
+        "name": run.name,
+        "created_at": run.created_at,
+        **_arm(run),
+        "states": dict(counts),
+        "total": sum(p["total"] for p in progress.values()),
+        "progress": progress,
+        "done": done,
+        "cancelled": cancelled,
+        **_figures(records, results),
+        "throughput": (done - cancelled) / elapsed,
+        "errors": _error_kinds(records, results),
+        "outcomes": {k: n for k, n in outcomes.items() if is_error(k)},
+        "by_outcome": dict(sorted(outcomes.items(), key=lambda kv: outcome_order(kv[0]))),
+        "by_type": {t: _figures(recs, results) for t, recs in sorted(by_type.items())},
+    }
+
+
+async def _driver(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) -> str | None:
+    """``gone`` when the run has unfinished tasks and its driver's lease (its job's, or for a
+    submitted run the cluster scheduler service's) has ended or its process on this host is
+    dead (core/outcomes.py's "driver gone"), ``alive`` while the lease holds; None when
+    nothing is unfinished or no driver leased the run (an older store)."""
+    if all(r.state.terminal for r in records):
+        return None
+    lease = await driver_lease(meta, run.labels.get("job", run.id))
+    if lease is None:
+        return None
+    return "gone" if lease_ended(lease) else "alive"
+
+
+async def _summarised(meta: MetadataStore, run: RunSpec) -> dict[str, Any]:
+    records = await meta.list_tasks(run.id)
+    view = _summary(run, records, by_task(await meta.list_results(run.id)))
+    view["driver"] = await _driver(meta, run, records)
+    return view
+
+
+async def run_summaries(meta: MetadataStore) -> list[dict[str, Any]]:
+    """Every run, newest first, with its state counts and figures."""
+    return [await _summarised(meta, run) for run in reversed(await meta.list_runs())]
+
+
+async def run_summary(meta: MetadataStore, run_id: str) -> dict[str, Any]:
+    return await _summarised(meta, await meta.get_run(run_id))
