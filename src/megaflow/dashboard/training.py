@@ -111,10 +111,14 @@ class TrainingRuns:
 
 
 def summary(curve: dict[str, Any]) -> dict[str, Any]:
-    """The last step's figures and the last held-out reward."""
+    """The last step's figures, the last held-out reward, and whether the run is a control
+    arm (``control``: its rewards shuffled; ``updates`` false: no optimizer step), so the
+    page can offer a trained run's control to overlay."""
     steps, evals = curve.get("steps", []), curve.get("evals", [])
     last = steps[-1] if steps else {}
     return {
+        "control": curve.get("control", "none"),
+        "updates": curve.get("updates", True),
         "steps": len(steps),
         "weights_version": last.get("weights_version"),
         "loss": last.get("loss"),

@@ -162,13 +162,27 @@ const TR = {
   },
 
   list(runs) {
-    const rows = runs.map((r) => [MF.link("/training?id=" + encodeURIComponent(r.run), r.run), r.steps,
+    const rows = runs.map((r) => [MF.link("/training?id=" + encodeURIComponent(r.run), r.run), TR.arm(r), r.steps,
       MF.num(r.heldout_reward), MF.num(r.loss, 4), MF.num(r.kl, 4), r.weights_version ?? "-", r.staleness_max ?? "-", r.source || r.problems.join("; ")]);
-    const t = MF.table(["run", "steps", "held-out reward", "loss", "KL", "weights version", "max staleness", "read from"], rows); t.id = "training-table";
+    const t = MF.table(["run", "arm", "steps", "held-out reward", "loss", "KL", "weights version", "max staleness", "read from"], rows); t.id = "training-table";
     document.getElementById("runs").replaceChildren(rows.length ? t : MF.el("p", { text: "No training run found (megaflow train writes its curve under --train-dir and in its checkpoints)." }));
-    const pick = document.getElementById("overlay");
-    pick.hidden = runs.length < 2;
-    for (const id of ["ov-a", "ov-b"]) { const sel = document.getElementById(id); if (!sel.options.length) runs.forEach((r) => sel.append(MF.el("option", {}, r.run))); }
+    TR.picker(runs);
+  },
+
+  // A control arm of the loop (train.control shuffled, or --no-updates) or a trained run.
+  arm(r) { return r.updates === false ? "control: no updates" : r.control && r.control !== "none" ? `control: ${r.control} rewards` : "trained"; },
+
+  // Two runs to overlay (?id=A&vs=B). On a run's page it is the run itself, against the run
+  // shown with it or else a control arm (the trained run beside its control, in one click).
+  picker(runs) {
+    document.getElementById("overlay").hidden = runs.length < 2;
+    const a = document.getElementById("ov-a"), b = document.getElementById("ov-b");
+    if (a.options.length) return;
+    for (const sel of [a, b]) runs.forEach((r) => sel.append(MF.el("option", { value: r.run }, `${r.run} (${TR.arm(r)})`)));
+    if (!TR.id) return;
+    a.value = TR.id;
+    const other = TR.vs || (runs.find((r) => r.run !== TR.id && TR.arm(r) !== "trained") || runs.find((r) => r.run !== TR.id) || {}).run;
+    if (other) b.value = other;
   },
 
   start() {
@@ -183,6 +197,7 @@ const TR = {
     if (!TR.id) { MF.poll("/api/training", TR.list, 3); return; }
     let resized = null; // charts follow the page's width, not only the next poll
     window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(() => TR.last && TR.detail(TR.last), 150); });
+    MF.get("/api/training").then(TR.picker, MF.fail);
     const ids = [TR.id, ...(TR.vs ? [TR.vs] : [])];
     // Polled: the loop rewrites curve.json after every step, so each step shows within seconds.
     MF.poll("/api/training?id=" + encodeURIComponent(TR.id), async (v) => {
