@@ -3,13 +3,14 @@
 The loop (``megaflow.app.training``, ``docs/train-loop.md``) keeps its curve
 in two places: in every checkpoint (the ``extra`` of ``trainer.json`` under
 ``<checkpoint_prefix>/<run id>/``, reached through the ``latest`` pointer, in
-the artifact store) while it trains, and in ``<train dir>/<run id>/curve.json``
-when it ends. The dashboard reads both on each call and shows the one with
-more points, so a run in progress shows its curve up to its last checkpoint.
+the artifact store), and in ``<train dir>/<run id>/curve.json``, which it
+rewrites after every step and held-out round. The dashboard reads both on
+each call and shows the one with more points (a run whose files are on
+another host shows its curve up to its last checkpoint).
 The layout is the trainer's (:mod:`megaflow.train.checkpoint`), read here as
 plain JSON so that no torch is imported. A curve is shown as stored: steps
-(train reward, loss, KL, weights version, staleness) and held-out rounds
-(reward over steps); a file that does not parse is reported, not skipped.
+(train reward, the trainer's figures, versions, staleness, timings) and
+held-out rounds; a file that does not parse is reported, not skipped.
 A run whose ``train.held_out`` names task sets records each set's figures in
 every round (``EvalPoint.sets``); :func:`heldout_sets` gives each set's
 latest round, which the training page shows as a table beside the per-set
