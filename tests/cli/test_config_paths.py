@@ -56,6 +56,24 @@ def test_a_missing_task_path_exits_2_naming_its_field(
     assert "tasks/no-such-set.jsonl does not exist" in out
 
 
+@pytest.mark.parametrize("command", ["run", "train"])
+@pytest.mark.parametrize(
+    ("field", "dotted"),
+    [("tasks.path", "tasks__path"), ("train.held_out.path", "train__held_out__path")],
+)
+def test_run_and_train_refuse_a_missing_task_path_naming_its_field(
+    tmp_path: Path, command: str, field: str, dotted: str
+) -> None:
+    """As `config validate` does: exit 2 with the field, before any work starts."""
+    cfg = _write(tmp_path, **{dotted: "tasks/no-such-set.jsonl"})
+    res = runner.invoke(
+        app, [command, str(cfg), "--no-check-models"] if command == "run" else [command, str(cfg)]
+    )
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert f"{field}: tasks/no-such-set.jsonl does not exist" in said(res.output)
+
+
 def test_a_path_beside_the_config_is_found(tmp_path: Path) -> None:
     (tmp_path / "set.jsonl").write_text((ROOT / "tasks/settings-fix/train.jsonl").read_text())
     res = runner.invoke(app, ["config", "validate", str(_write(tmp_path, tasks__path="set.jsonl"))])

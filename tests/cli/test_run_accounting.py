@@ -100,6 +100,18 @@ def test_an_infra_failure_past_its_retries_is_masked_and_exits_1(tmp_path: Path)
     )
     assert (row["state"], row["attempts"], row["ungraded"]) == ("failed", 2, True)
     assert row["reward"] is None  # never a 0 for a sample that has no grade
+    # the summary counts the run's task, graded or not (never "1 (0 x 1)")
+    (samples,) = [x for x in res.output.splitlines() if "samples (tasks x samples)" in x]
+    assert "1 (1 x 1)" in samples, res.output
+    logs = runner.invoke(
+        app,
+        ["logs", "t0/0", "--run", run_id, "--db", str(tmp_path / "m.db")],
+        env={"COLUMNS": "200"},
+    )
+    assert logs.exit_code == 0, logs.output
+    # the words of status and results, and no reward rather than a 0
+    assert "state failed: infra error, no reward (ungraded)" in logs.output, logs.output
+    assert "reward 0.000" not in logs.output
 
 
 def test_a_train_run_at_temperature_0_warns_at_submit(tmp_path: Path) -> None:

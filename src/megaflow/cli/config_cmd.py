@@ -54,8 +54,9 @@ def _validate_cluster(file: Path) -> str:
     return escape(f"{file}: cluster config ({services}), state in {cfg.state_dir}")
 
 
-def _missing_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
-    """(field, problem) for each task path of ``cfg`` that a run would not find."""
+def missing_task_paths(cfg: RunConfig, config_dir: Path) -> list[tuple[str, str]]:
+    """(field, problem) for each task path of ``cfg`` that a run would not find; `megaflow
+    run` and `megaflow train` refuse such a config as `config validate` does."""
     paths: list[tuple[str, str | None]] = [("tasks.path", getattr(cfg.tasks, "path", None))]
     if cfg.train is not None:
         paths += [
@@ -93,7 +94,7 @@ def validate(file: Path = typer.Argument(..., help="A run or cluster config (YAM
         _print_problems(file, exc.errors)
         err_console.print(str(exc).splitlines()[0], highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    missing = _missing_paths(cfg, file.resolve().parent)
+    missing = missing_task_paths(cfg, file.resolve().parent)
     if missing:
         _print_problems(file, missing)
         err_console.print(

@@ -23,6 +23,7 @@ from rich.table import Table
 from megaflow.cli.common import ConfigOption, DbOption, console, fail, storage_of, with_store
 from megaflow.cli.ids import resolve_task
 from megaflow.core.errors import MegaFlowError, NotFound
+from megaflow.core.outcomes import outcome, ungraded
 from megaflow.core.tasks import Attempt, TaskRecord, TaskResult
 from megaflow.core.trajectory import Action, ModelCall, Observation, Trajectory
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
@@ -98,13 +99,12 @@ def _attempts_table(attempts: list[Attempt]) -> Table:
 
 
 def _result_line(rec: TaskRecord, res: TaskResult | None) -> str:
+    """The task's state, its outcome in the words of ``status`` and ``results``, and its
+    reward: none for an ungraded task (failed, timed out, cancelled), never a 0."""
     if res is None:
         return f"state {rec.state.value}, no result yet"
-    if res.error_kind is not None and not res.success:
-        verdict = f"error ({res.error_kind.value})"
-    else:
-        verdict = "resolved" if res.success else "unresolved"
-    return f"state {rec.state.value}: {verdict}, reward {res.reward:.3f}" + (
+    graded = "no reward (ungraded)" if ungraded(rec.state) else f"reward {res.reward:.3f}"
+    return f"state {rec.state.value}: {outcome(rec.state, res)}, {graded}" + (
         f"; {res.error}" if res.error else ""
     )
 

@@ -22,6 +22,7 @@ from megaflow.app.gc_tuning import tuned_gc
 from megaflow.app.job import Job, stored_config
 from megaflow.app.summary import JobSummary, checks, summarize_arm
 from megaflow.cli.common import DEFAULT_DB, EXIT_BAD_INPUT, EXIT_FAILED, console, fail, with_store
+from megaflow.cli.config_cmd import missing_task_paths
 from megaflow.cli.ids import resolve_run
 from megaflow.cli.preflight import model_problems
 from megaflow.cli.run_lock import hold, lock_path
@@ -146,15 +147,16 @@ def _share(x: float | None) -> str:
 
 def _print(job: Job, s: JobSummary) -> None:
     """The summary table. Words as :mod:`megaflow.core.outcomes` defines them: an arm
-    with nothing graded shows dashes, never a 0.0% or a 0.00 s it did not measure."""
+    with nothing graded shows dashes, never a 0.0% or a 0.00 s it did not measure. Its
+    tasks are every task of the arm (its samples / samples per task), graded or not."""
     table = Table(title=f"job {job.run_id}")
     table.add_column("figure", no_wrap=True)
     for a in s.arms:
         table.add_column(a.arm, justify="right", no_wrap=True)
     ks = sorted({k for a in s.arms for k in a.metrics.pass_at_k})
     rows: list[tuple[str, list[str]]] = [
-        ("samples (tasks x samples)", [f"{a.total} ({a.metrics.tasks} x {job.cfg.samples})"
-                                       for a in s.arms]),
+        ("samples (tasks x samples)", [f"{a.total} ({-(-a.total // job.cfg.samples)} x "
+                                       f"{job.cfg.samples})" for a in s.arms]),
         ("graded", [f"{a.graded}/{a.total}" for a in s.arms]),
         ("resolved share", [_share(a.resolved_share) for a in s.arms]),
         *((f"pass@{k}", [_share(a.metrics.pass_at_k.get(k)) if a.graded else "-"
@@ -234,6 +236,9 @@ def run(
         else:
             assert config is not None
             cfg = load_config(config)
+            missing = missing_task_paths(cfg, config.resolve().parent)
+            if missing:
+                fail(f"{config}: " + "; ".join(f"{f}: {why}" for f, why in missing))
             job = Job(cfg, config_dir=config.resolve().parent)
             job.plan()
     except ConfigError as exc:

@@ -21,6 +21,7 @@ import typer
 
 from megaflow.app.assembly import new_run_id
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from megaflow.cli.config_cmd import missing_task_paths
 from megaflow.cli.interrupt import interruptible
 from megaflow.config import load_config
 from megaflow.config.paths import missing_model_dirs
@@ -76,7 +77,8 @@ def train(
                 f"{config}: no train: section; `megaflow run` runs a config without one",
                 [("train", "missing")],
             )
-        missing = missing_model_dirs(cfg, config.resolve().parent)
+        missing = missing_task_paths(cfg, config.resolve().parent)
+        missing += missing_model_dirs(cfg, config.resolve().parent)
         if missing:
             raise ConfigError(
                 f"{config}: " + "; ".join(f"{field}: {why}" for field, why in missing), missing
