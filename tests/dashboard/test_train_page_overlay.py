@@ -5,7 +5,8 @@ Three curves written with the loop's own :class:`~megaflow.app.training.curve.Cu
 control: rewards shuffled in each group, as ``megaflow train --control shuffled``
 records it; its id sorts after the other's). The list says which run is a control
 arm; a run's own page offers the overlay with the control picked, and one click
-draws both (``?vs=``). Screenshot: ``training-vs-control.png``.
+draws both (``?vs=``). At 800 px the list keeps each figure on one line.
+Screenshots: ``training-list-800.png``, ``training-vs-control.png``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from tests.dashboard.test_train_page_sets import _stores
 pytestmark = pytest.mark.slow
 CURVES = {"arm": ("none", (0.2, 0.5, 0.8)), "arm-a-other": ("none", (0.1, 0.1, 0.2)),
           "arm-control": ("shuffled", (0.2, 0.2, 0.2))}  # fmt: skip
+# the most lines any cell of the list but its paths takes (the text's height over one line's)
+LINES = """() => Math.max(...[...document.querySelectorAll('#training-table tr')].slice(1)
+    .flatMap((tr) => [...tr.cells].slice(0, -1).map((td) => {
+        const r = document.createRange(), line = parseFloat(getComputedStyle(td).lineHeight);
+        r.selectNodeContents(td);
+        return Math.round(r.getBoundingClientRect().height / line);
+    })))"""
 
 
 @pytest.fixture
@@ -57,6 +65,15 @@ def test_a_run_is_overlaid_with_its_control_from_its_own_page(
         arms = {r.split("\t")[0]: r.split("\t")[1] for r in rows[1:]}
         assert arms == {"arm": "trained", "arm-control": "control: shuffled rewards",
                         "arm-a-other": "trained"}  # fmt: skip
+        # the list's picker: the first run beside a control, not beside itself
+        assert page.locator("#ov-a").input_value() == "arm"
+        assert page.locator("#ov-b").input_value() == "arm-control"
+        # at 800 px a figure is never broken over two lines (only the paths may wrap)
+        page.set_viewport_size({"width": 800, "height": 900})
+        assert page.evaluate(LINES) == 1
+        assert page.evaluate("() => document.documentElement.scrollWidth - innerWidth") <= 1
+        page.screenshot(path=str(shots / "training-list-800.png"), full_page=True)
+        page.set_viewport_size({"width": 1400, "height": 900})
         page.goto(f"{base}/training?id=arm")
         page.wait_for_selector("#loss-chart canvas")
         assert page.locator("#overlay").is_visible()

@@ -37,6 +37,13 @@ const TR = {
     ["rollouts s", (s) => TR.n(s.rollout_s, 1)], ["trainer s", (s) => TR.n(s.train_s, 1)], ["sync s", (s) => TR.n(s.sync_s, 2)],
   ],
 
+  // A table whose figures stay whole on a narrow page (it scrolls instead); with pathsLast,
+  // its last column (paths: "read from") may wrap.
+  unwrapped(t, pathsLast = false) {
+    t.style.whiteSpace = "nowrap";
+    if (pathsLast) for (const row of t.rows) row.cells[row.cells.length - 1].style.whiteSpace = "normal";
+  },
+
   n(x, digits = 2) { return x === null || x === undefined ? null : MF.num(x, digits); },
   rate(tokens, seconds) { return tokens && seconds ? tokens / seconds : null; },
 
@@ -142,7 +149,7 @@ const TR = {
     const rows = v.steps.map((s) => cols.map(([, get]) => (get ? get(s) : link(s))));
     const t = MF.table(cols.map(([head]) => head), rows);
     t.id = "steps-table";
-    t.style.whiteSpace = "nowrap"; // a narrow page scrolls the table, not the figures' digits
+    TR.unwrapped(t);
     document.getElementById("steps").replaceChildren(MF.el("div", { style: "overflow-x: auto" }, t));
   },
 
@@ -165,7 +172,8 @@ const TR = {
     const rows = runs.map((r) => [MF.link("/training?id=" + encodeURIComponent(r.run), r.run), TR.arm(r), r.steps,
       MF.num(r.heldout_reward), MF.num(r.loss, 4), MF.num(r.kl, 4), r.weights_version ?? "-", r.staleness_max ?? "-", r.source || r.problems.join("; ")]);
     const t = MF.table(["run", "arm", "steps", "held-out reward", "loss", "KL", "weights version", "max staleness", "read from"], rows); t.id = "training-table";
-    document.getElementById("runs").replaceChildren(rows.length ? t : MF.el("p", { text: "No training run found (megaflow train writes its curve under --train-dir and in its checkpoints)." }));
+    TR.unwrapped(t, true);
+    document.getElementById("runs").replaceChildren(rows.length ? MF.el("div", { style: "overflow-x: auto" }, t) : MF.el("p", { text: "No training run found (megaflow train writes its curve under --train-dir and in its checkpoints)." }));
     TR.picker(runs);
   },
 
@@ -179,9 +187,8 @@ const TR = {
     const a = document.getElementById("ov-a"), b = document.getElementById("ov-b");
     if (a.options.length) return;
     for (const sel of [a, b]) runs.forEach((r) => sel.append(MF.el("option", { value: r.run }, `${r.run} (${TR.arm(r)})`)));
-    if (!TR.id) return;
-    a.value = TR.id;
-    const other = TR.vs || (runs.find((r) => r.run !== TR.id && TR.arm(r) !== "trained") || runs.find((r) => r.run !== TR.id) || {}).run;
+    if (TR.id) a.value = TR.id; // else the first run, beside a control or the next run
+    const other = TR.vs || (runs.find((r) => r.run !== a.value && TR.arm(r) !== "trained") || runs.find((r) => r.run !== a.value) || {}).run;
     if (other) b.value = other;
   },
 
