@@ -101,6 +101,9 @@ def test_a_task_that_ended_without_a_result_opens_its_trajectory(site: dict[str,
     page = site["page"]
     task = _open_task(page, site["base"], "bizdays")
     assert task["outcome"] not in ("resolved", "unresolved")
+    meta = page.locator("#meta").inner_text()
+    assert "ungraded: no reward" in meta  # the scheduler's result holds reward 0.0: not a grade
+    assert "reward 0.00" not in meta
     shoot(page, "task-errored-live")
     page.locator("#meta").get_by_role("link", name="trajectory").click()
     page.wait_for_selector("#steps .turn")
@@ -109,6 +112,7 @@ def test_a_task_that_ended_without_a_result_opens_its_trajectory(site: dict[str,
     assert page.locator("#banner.bad").count() == 1
     act = page.locator("#steps .act").first.inner_text()
     assert act == "bash sleep 60"  # the call on one line, not a box per argument
+    assert page.locator("#steps .obs-none").inner_text().startswith("no output")  # cut off
     assert page.locator("#prompt .msg.system").is_visible()  # the prompt shown, not a count
     assert "business_days" in page.locator("#prompt .msg.user").inner_text().lower()
     shoot(page, "trajectory-errored-live")

@@ -145,5 +145,8 @@ const TT = {
       if (turn[0].kind === "model_call") before = turn[0];
       ranTool = turn.some((s) => s.kind === "observation");
     });
+    if (steps.length && steps[steps.length - 1].kind === "action") {  // cut off while it ran
+      target.lastChild.append(MF.el("div", { class: "obs-none", text: "no output: the attempt ended while this call ran" }));
+    }
   },
 };
