@@ -78,6 +78,26 @@ def test_train_plan_takes_the_quickstart_config_and_counts_its_parameters(
     assert "plan: " in res.output
 
 
+@pytest.mark.parametrize("columns", [80, 120])
+def test_train_plan_keeps_every_figure_whole(tmp_path: Path, columns: int) -> None:
+    """No strategy cut to an ellipsis, no column squeezed, no note lost, and a small
+    model's sizes in units that show them (never 0.0 GB for a state it has)."""
+    _model(tmp_path / "policy")
+    cfg = str(_quickstart(tmp_path, tmp_path / "policy"))
+    res = runner.invoke(app, ["train", "plan", cfg], env={"COLUMNS": str(columns)})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= columns for line in lines), res.output
+    assert "…" not in res.output
+    plan = json.loads(runner.invoke(app, ["train", "plan", cfg, "--json"]).stdout)
+    for e in plan["estimates"]:
+        assert any(line.startswith(f"│ {e['strategy']} ") for line in lines), res.output
+        if e["note"]:
+            assert e["note"] in said(res.output), (e["note"], res.output)
+    assert "0.0 GB" not in res.output, res.output
+    assert "state 0.0" not in res.output
+
+
 def test_train_plan_says_what_it_needs_when_the_model_is_not_built(tmp_path: Path) -> None:
     res = runner.invoke(app, ["train", "plan", str(_quickstart(tmp_path, tmp_path / "none"))])
     assert res.exit_code == 2

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from megaflow.cli.common import console, fail
+from megaflow.cli.stacked import table_width
 from megaflow.config.loader import errors_from_validation, is_run_config
 from megaflow.core.errors import ConfigError
 from megaflow.train.plan_config import GB, PlanConfig
@@ -121,7 +122,12 @@ def _load(path: Path) -> PlanConfig:
 
 
 def _gb(x: float) -> str:
-    return f"{x / GB:.1f} GB"
+    """A size in GB, or in MB or KB when it would print as 0.0 GB (a small model's
+    state and traffic are real figures, not nothing)."""
+    for scale, unit in ((GB, "GB"), (GB / 1024, "MB"), (GB / 1024**2, "KB")):
+        if x >= 0.1 * scale:
+            return f"{x / scale:.1f} {unit}"
+    return f"{x:.0f} B"
 
 
 def params_text(n: float) -> str:
@@ -132,6 +138,22 @@ def params_text(n: float) -> str:
     return f"{n:.0f}"
 
 
+def _table(result: Plan, notes: list[str], with_notes: bool) -> Table:
+    """A row per strategy, every figure on one line; the notes in a last column (or,
+    ``with_notes`` false, left for lines under the table)."""
+    table = Table()
+    for col in ("strategy", "memory / device", "fits", "sent / device / step", "comm time"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "strategy" else "right")
+    if with_notes:
+        table.add_column("note")
+    for e, note in zip(result.estimates, notes, strict=True):
+        cells = [e.strategy, _gb(e.device_bytes), "yes" if e.fits else "no", _gb(e.comm_bytes)]
+        mark = "[bold green]<- chosen[/]" if result.choice is e else ""
+        note = " ".join(x for x in (note, mark) if x)
+        table.add_row(*cells, f"{e.comm_s:.2f} s", *([note] if with_notes else []))
+    return table
+
+
 def _show(path: Path, cfg: PlanConfig, result: Plan) -> None:
     hw = cfg.hardware
     console.print(
@@ -139,20 +161,18 @@ def _show(path: Path, cfg: PlanConfig, result: Plan) -> None:
         f"{hw.devices_per_node} devices of {hw.device_memory_gb:.1f} GB, {cfg.precision}, "
         f"micro-batch {cfg.batch.micro_batch} x {cfg.batch.seq_len} tokens"
     )
-    table = Table()
-    for col in ("strategy", "memory / device", "fits", "sent / device / step", "comm time", "note"):
-        table.add_column(col)
-    for e in result.estimates:
-        mark = "[bold green]<- chosen[/]" if result.choice is e else ""
-        table.add_row(
-            e.strategy,
-            _gb(e.device_bytes),
-            "yes" if e.fits else "no",
-            _gb(e.comm_bytes),
-            f"{e.comm_s:.2f} s",
-            " ".join(x for x in (e.note, mark) if x),
-        )
+    notes = [e.note for e in result.estimates]  # the reasons below name the choice
+    table = _table(result, notes, with_notes=True)
+    if table_width(table) > console.width:  # the notes go under it: every figure stays whole
+        table = _table(result, notes, with_notes=False)
+        notes_below = [
+            f"  {e.strategy}: {n}" for e, n in zip(result.estimates, notes, strict=True) if n
+        ]
+    else:
+        notes_below = []
     console.print(table)
+    for line in notes_below:
+        console.print(line, highlight=False)
     for reason in result.reasons:
         console.print(f"  {reason}", highlight=False)
     if result.choice is not None:
