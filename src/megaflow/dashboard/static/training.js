@@ -44,6 +44,14 @@ const TR = {
     if (pathsLast) for (const row of t.rows) row.cells[row.cells.length - 1].style.whiteSpace = "normal";
   },
 
+  // The held-out rounds' table, as the steps'; a round's step opens its eval rollouts.
+  rounds: [
+    ["step", null], ["version", (e) => e.weights_version],
+    ["pass@1 [95% interval]", (e) => (e.reward_mean ?? null) === null ? null : `${MF.num(e.reward_mean, 3)} [${MF.num(e.ci_low, 3)}, ${MF.num(e.ci_high, 3)}]`],
+    ["pass@k", (e) => ((e.pass_at_k ?? null) === null ? null : `${MF.num(e.pass_at_k, 3)} (k ${e.k})`)], ["greedy", (e) => TR.n(e.greedy, 3)],
+    ["samples", (e) => e.samples], ["lost", (e) => e.masked || null], ["malformed", (e) => TR.n(e.malformed, 3)],
+  ],
+
   n(x, digits = 2) { return x === null || x === undefined ? null : MF.num(x, digits); },
   rate(tokens, seconds) { return tokens && seconds ? tokens / seconds : null; },
 
@@ -143,14 +151,21 @@ const TR = {
     document.getElementById("heldout-sets-body").replaceChildren(t);
   },
 
-  steps(v) {
-    const link = (s) => (v.has_run ? MF.link(`/run?id=${encodeURIComponent(v.run)}&type=train&q=${encodeURIComponent(`.s${String(s.step).padStart(5, "0")}.`)}`, String(s.step)) : s.step);
-    const cols = TR.columns.filter(([head, get]) => !get || (!TR.off(head === "KL" ? "kl" : head, v) && v.steps.some((s) => (get(s) ?? null) !== null)));
-    const rows = v.steps.map((s) => cols.map(([, get]) => (get ? get(s) : link(s))));
-    const t = MF.table(cols.map(([head]) => head), rows);
-    t.id = "steps-table";
+  // A table of steps or rounds: the columns some item has a value for, the first one linking
+  // to the item's rollouts on the run page (its round's tasks: .s00003. or .e00003, greedy too).
+  table(id, columns, items, v, type, round) {
+    const link = (x) => (v.has_run ? MF.link(`/run?id=${encodeURIComponent(v.run)}&type=${type}&q=${encodeURIComponent(round(String(x.step).padStart(5, "0")))}`, String(x.step)) : x.step);
+    const cols = columns.filter(([head, get]) => !get || (!TR.off(head === "KL" ? "kl" : head, v) && items.some((x) => (get(x) ?? null) !== null)));
+    const t = MF.table(cols.map(([head]) => head), items.map((x) => cols.map(([, get]) => (get ? get(x) : link(x)))));
+    t.id = id;
     TR.unwrapped(t);
-    document.getElementById("steps").replaceChildren(MF.el("div", { style: "overflow-x: auto" }, t));
+    return MF.el("div", { style: "overflow-x: auto" }, t);
+  },
+
+  steps(v) {
+    document.getElementById("steps").replaceChildren(TR.table("steps-table", TR.columns, v.steps, v, "train", (n) => `.s${n}.`));
+    document.getElementById("rounds").hidden = !v.evals.length;
+    document.getElementById("rounds-body").replaceChildren(TR.table("rounds-table", TR.rounds, v.evals, v, "eval", (n) => `.e${n}`));
   },
 
   detail(views) {
@@ -163,7 +178,7 @@ const TR = {
     document.getElementById("problems").replaceChildren(...views.flatMap((x) => x.problems.map((p) => MF.el("p", { class: "error", text: p }))));
     TR.render(views.map((x) => ({ ...x, steps: (x.curve && x.curve.steps) || [], evals: (x.curve && x.curve.evals) || [] })));
     TR.heldoutSets(v);
-    TR.steps({ ...v, steps: (v.curve && v.curve.steps) || [] });
+    TR.steps({ ...v, steps: (v.curve && v.curve.steps) || [], evals: (v.curve && v.curve.evals) || [] });
     const cfg = document.getElementById("config");
     if (v.config && !cfg.dataset.done) { cfg.dataset.done = "1"; cfg.append(MF.el("details", {}, MF.el("summary", { text: "the run's config" }), MF.el("pre", { class: "config", id: "config-json", text: JSON.stringify(v.config, null, 2) }))); }
   },
