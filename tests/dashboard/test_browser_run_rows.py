@@ -9,7 +9,8 @@ show what the metadata store knows (tasks waiting and in flight, those of a
 run whose driver died apart) with one notice of how to wire the metrics.
 Screenshots (``.megaflow/test-artifacts/dashboard/``): ``runs-rows-{1400,800}.png``,
 ``run-rows-{1400,800}.png``, ``run-control-arm-{1400,800}.png``,
-``sandboxes-store-{1400,800}.png``, ``scheduler-store-{1400,800}.png``.
+``sandboxes-store-{1400,800}.png``, ``scheduler-store-{1400,800}.png``,
+``sandboxes-unmeasured-{1400,800}.png``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 from tests.dashboard.seed_rl import CANCELLED, CONTROL, DEAD, RUN, seed_rl
 from tests.dashboard.test_browser import start_dashboard
 from tests.dashboard.test_browser_rl import WIDTHS, shoot
-from tests.fixtures.servers import need_binary
+from tests.fixtures.servers import free_port, need_binary
 
 LINE = 20.0  # px: one line of the dashboard's 14 px text at line-height 1.4
 
@@ -164,3 +165,49 @@ def test_sandboxes_and_scheduler_pages_from_the_store(site: dict[str, Any]) -> N
     assert page.locator("#queued-stuck").inner_text().startswith("1 more wait in runs whose")
     assert page.locator("#reason").count() == 1
     shoot(page, "scheduler-store")
+
+
+def test_by_state_and_each_sandbox_add_up(site: dict[str, Any]) -> None:
+    """A runtime's real metrics (prometheus_client over HTTP): four live sandboxes, one
+    starting, two busy, one stopped and not yet removed, and only one measured so far. The
+    table by state shows every state and the total; each sandbox's table lists the measured
+    one and a row for the three not measured yet, so the two add up to the same four."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from megaflow.monitoring.environment import EnvironmentMetrics
+
+    reg = CollectorRegistry()
+    env = EnvironmentMetrics(reg)
+    for then in (None, "busy", "busy", "stopped"):
+        env.moved("local", None, "starting")
+        if then:
+            env.moved("local", "starting", then)
+    env.sandbox_usage("local", "sb-a", cpu_seconds=1.0, memory_bytes=32 << 20)
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=reg)
+    metrics = ["--metrics", f"http://127.0.0.1:{port}/metrics"]
+    stores = ["--db", str(site["tmp"] / "m.db"), "--artifacts", str(site["tmp"] / "art")]
+    (site["tmp"] / "wired").mkdir()
+    dash, base, link = start_dashboard([*stores, *metrics], site["tmp"] / "wired")
+    context = site["page"].context.browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(link)
+        page.goto(f"{base}/sandboxes")
+        page.wait_for_selector("#unmeasured")
+        header, row = page.locator("#states-table tr").all_inner_texts()
+        assert header.split("\t")[2:] == ["starting", "ready", "busy", "stopped", "live"]
+        assert row.split("\t")[2:] == ["1", "0", "2", "1", "4"]
+        assert page.locator("#sandbox-count").inner_text() == (
+            "4 live sandboxes by state, 1 of them measured."
+        )
+        assert page.locator("#sandboxes-table tr").count() == 3  # header, sb-a, the other 3
+        assert page.locator("#unmeasured").inner_text().startswith("3 more live, not measured")
+        assert page.locator("#reason").count() == 0
+        shoot(page, "sandboxes-unmeasured")
+    finally:
+        context.close()
+        dash.terminate()
+        dash.wait(timeout=10)
+        server.shutdown()
+        thread.join(timeout=10)
