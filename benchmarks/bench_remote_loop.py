@@ -12,11 +12,19 @@ the next ``lookahead`` steps' rollouts running while a step trains
 Rollouts dominate: the trainer's step on this model takes a fraction of a
 second, an episode seconds.
 
+The scheduler runs ``(1 + lookahead) x prompts x samples`` tasks at once in
+both modes (``--concurrency`` overrides): with only one step's worth, the
+async loop's lookahead round could start a task only as one of the trained
+round ended, and the lookahead would overlap only that round's tail.
+
 Timed: the loop's steps (``TrainLoop._train``) less its held-out round (the
 one at the last step, the same in both), so not the engines' start, the
 trainer's start or the stores. One untimed run of each first (warm-up: page
 cache, imports), then ``--reps`` timed runs of each, the order reversed every
-other repetition.
+other repetition. Each timed run records its timeline (:mod:`loop_timeline`:
+every task, model call, collect, trainer step and weight push, and the CPU of
+the loop, its sandboxes and each engine), and the results file gives the
+phases, the bound they allow and a chart per mode (:mod:`timeline_report`).
 
     .venv/bin/python benchmarks/bench_remote_loop.py --reps 2 --allow-dirty
 """
@@ -25,6 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
+import json
 import statistics
 import sys
 import tempfile
@@ -35,7 +46,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ab import spread
+from loop_timeline import CpuSampler, Recorder
 from report import add_rule_args, begin, read_loadavg, report
+from timeline_report import load, markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks" / "settings-fix"
@@ -50,6 +63,13 @@ def policy(where: Path) -> Path:
     texts = [render(c) for c in load_conversations(TASKS / "demonstrations.jsonl")]
     texts += [i.problem_statement for i in load_instances(TASKS / "train.jsonl")]
     return build_policy(where, texts, PolicyConfig(hidden=32, layers=1, intermediate=64))
+
+
+def concurrency(args: argparse.Namespace) -> int:
+    """Tasks at once: ``--concurrency``, else room for every round async keeps in flight
+    (the step trained and ``lookahead`` more), so the lookahead is not starved."""
+    step = args.prompts * args.samples
+    return int(args.concurrency or (1 + args.lookahead) * step)
 
 
 def config(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -77,7 +97,7 @@ def config(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> dict[
             "launch": {"replicas": 2, "max_new_tokens": args.tokens},
         },
         "environment": {"runtime": {"type": "local", "root": str(tmp / "sb")}},
-        "scheduler": {"max_concurrency": 16},
+        "scheduler": {"max_concurrency": concurrency(args)},
         "storage": {
             "metadata": {"type": "sqlite", "path": str(tmp / "m.db")},
             "artifacts": {"type": "local", "root": str(tmp / "art")},
@@ -86,20 +106,25 @@ def config(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> dict[
     }  # fmt: skip
 
 
-async def one_run(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -> float:
-    """Seconds of the loop's steps, less its held-out round."""
+async def one_run(
+    tmp: Path, model: Path, mode: str, args: argparse.Namespace, dump: Path | None = None
+) -> float:
+    """Seconds of the loop's steps, less its held-out round; with ``dump``, the run's
+    timeline (:mod:`loop_timeline`) is written there as JSON."""
     from megaflow.app.training.loop import TrainLoop
     from megaflow.config import parse_config
 
     loop = TrainLoop(parse_config(config(tmp, model, mode, args)), run_id=f"b-{mode}",
                      printer=lambda _: None)  # fmt: skip
     spent = {"train": 0.0, "eval": 0.0}
+    window: list[float] = []
     train, evaluate = loop._train, loop._evaluate
 
     async def timed_train(*a: Any) -> None:
-        t0 = time.perf_counter()
+        t0, w0 = time.perf_counter(), time.time()
         await train(*a)
         spent["train"] += time.perf_counter() - t0
+        window.extend([w0, time.time()])
 
     async def timed_eval(*a: Any) -> None:
         t0 = time.perf_counter()
@@ -108,9 +133,27 @@ async def one_run(tmp: Path, model: Path, mode: str, args: argparse.Namespace) -
 
     loop._train = timed_train  # type: ignore[method-assign, assignment]
     loop._evaluate = timed_eval  # type: ignore[method-assign, assignment]
-    curve = await loop.run()
+    recorder = Recorder()
+    cpu = CpuSampler(tmp / "out" / f"b-{mode}" / "engines" / "engines.json")
+    if dump is not None:
+        cpu.start()
+    try:
+        with recorder.recording() if dump is not None else contextlib.nullcontext(recorder):
+            curve = await loop.run()
+    finally:
+        cpu.stop()
     assert [p.weights_version for p in curve.steps] == list(range(1, args.steps + 1))
+    if dump is not None:
+        dump.write_text(json.dumps({
+            "mode": mode, "window": window, "engines": cpu.engines,
+            "spans": [dataclasses.asdict(s) for s in recorder.spans],
+            "cpu": cpu.samples, "steps": [p.seconds for p in curve.steps],
+        }))  # fmt: skip
     return spent["train"] - spent["eval"]
+
+
+def _number(path: Path) -> int:
+    return int(path.stem.split("-")[0])
 
 
 def main() -> None:
@@ -121,6 +164,16 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
     ap.add_argument("--tokens", type=int, default=48, help="completion tokens per turn")
     ap.add_argument("--lookahead", type=int, default=1)
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        help="scheduler.max_concurrency; 0: (1 + lookahead) x prompts x samples",
+    )
+    ap.add_argument(
+        "--timeline", type=Path, default=None,
+        help="keep each timed run's timeline (loop_timeline) here as <n>-<mode>.json",
+    )  # fmt: skip
     add_rule_args(ap)
     args = ap.parse_args()
     begin(args)
@@ -128,20 +181,26 @@ def main() -> None:
     times: dict[str, list[float]] = {"sync": [], "async": []}
     with tempfile.TemporaryDirectory(prefix="mf-bench-remote-") as tmp:
         model = policy(Path(tmp) / "policy")
+        timelines = args.timeline or Path(tmp) / "timelines"
         n = 0
 
-        def run(mode: str) -> float:
+        def run(mode: str, timed: bool = True) -> float:
             nonlocal n
             n += 1
-            seconds = asyncio.run(one_run(Path(tmp) / f"run-{n}", model, mode, args))
+            dump = None
+            if timed:
+                timelines.mkdir(parents=True, exist_ok=True)
+                dump = timelines / f"{n}-{mode}.json"
+            seconds = asyncio.run(one_run(Path(tmp) / f"run-{n}", model, mode, args, dump))
             print(f"{mode}: {seconds:.1f} s", flush=True)
             return seconds
 
         for mode in ("sync", "async"):
-            run(mode)  # warm-up, untimed
+            run(mode, timed=False)  # warm-up, untimed
         for rep in range(args.reps):
             for mode in ("sync", "async") if rep % 2 == 0 else ("async", "sync"):
                 times[mode].append(run(mode))
+        phases = markdown([load(p) for p in sorted(timelines.glob("*.json"), key=_number)])
     sync_mid, async_mid = statistics.median(times["sync"]), statistics.median(times["async"])
     samples = args.steps * args.prompts * args.samples
     rows = [
@@ -157,7 +216,21 @@ def main() -> None:
         "updates). Seconds: the loop's steps less its final held-out round, median (min-max)",
         f"of {args.reps} runs per mode after one untimed run of each, the order reversed every",
         f"other repetition. async: lookahead {args.lookahead}, max_staleness 1 (no sample is",
-        "older than that). The issue's goal: async at least 2x sync when rollouts dominate.",
+        "older than that). scheduler.max_concurrency",
+        f"{concurrency(args)} in both modes ((1 + lookahead) x a step's tasks, so the async",
+        "loop can run its lookahead round beside the one being trained; sync never has more",
+        "than one round). The issue's goal: async at least 2x sync when rollouts dominate.",
+        "Where the time goes, from each timed run's timeline (loop_timeline.py,",
+        "timeline_report.py): rollouts = the loop waiting for its steps' groups; train =",
+        "Trainer.step; push = state dict, checkpoint written, both engines loaded; overlap",
+        "bound = (rollouts + train + push) / max(rollouts, train + push), the most a full",
+        "overlap of the steps' phases saves; tasks and calls during train+push = in flight",
+        "while the trainer and the push ran (per step; 0 in sync by construction); engine",
+        "busy = share of the window with a call of the loop in flight to an engine; run CPU",
+        "s = CPU seconds of the loop's process, its sandboxes (their cgroups) and both",
+        "engines; CPU floor = run CPU s over the machine's cores, the least wall time any",
+        "schedule of this work takes here; run cores and machine cores = average cores the",
+        "run and everything on the machine used over the window.",
     ])  # fmt: skip
     report(
         "remote_loop",
@@ -168,6 +241,7 @@ def main() -> None:
         load_before=load_before,
         args=args,
         reps=args.reps,
+        extra_md=phases,
     )
 
 
