@@ -81,7 +81,7 @@ def test_split_underscores_makes_an_unseen_name_the_tokens_of_its_words() -> Non
     # new pairs of words its train names and demonstrations use in other pairs
     family = FAMILY.parent / "settings-kinds"
     assert policy_config(family, 3) == PolicyConfig(
-        split_underscores=True, underscore_leads=True, seed=3
+        split_underscores=True, underscore_leads=True, heads=8, seed=3
     )
     assert policy_config(FAMILY, 3) == PolicyConfig(seed=3)
     texts = [f"Set {a}_{b} in x.py to 3." for a in ("IDLE", "MAX", "READ") for b in ("PORT", "TTL")]

@@ -11,9 +11,9 @@ directory does not exist yet.
 ``--tasks`` picks the family (``tasks/settings-fix`` by default; also
 ``tasks/settings-kinds``, for ``examples/train-quickstart-kinds.yaml``). A
 family may carry a ``policy.json`` beside its splits: :class:`PolicyConfig`
-fields it needs (settings-kinds: ``split_underscores``), and a
-``warm_start.json``: :class:`WarmStartPlan`, how its warm start trains and
-the share of held-out tasks the warm policy must copy
+fields it needs (settings-kinds: ``split_underscores``, ``underscore_leads``,
+8 ``heads``), and a ``warm_start.json``: :class:`WarmStartPlan`, how its
+warm start trains and the share of held-out tasks the warm policy must copy
 (:mod:`megaflow.app.training.copy_check`). After the warm start the build
 says how much of the issue the policy copies; below the family's
 ``min_copy`` it fails (:class:`~megaflow.core.errors.WarmStartFailed`, exit
