@@ -1,7 +1,8 @@
 """`status` and `top` at 80 and 120 columns with run ids as long as a store of many
 runs makes their unique prefixes (runs started in the same second share all but
 the random tail): no id is cut or wrapped, no count column is squeezed to an
-ellipsis or dropped, no line overflows, and a run whose driver died says so."""
+ellipsis or dropped, no line overflows, and a run whose driver died says so (in
+its row or its line, and top counts its tasks as stalled, not queued or in flight)."""
 
 from __future__ import annotations
 
@@ -116,4 +117,9 @@ def test_top_keeps_every_column_and_id_whole(db: str, columns: int) -> None:
     assert res.output.count(" 10/10 ") == len(RUNS), res.output  # eval: 10 of 10 done
     train_rows = [_tokens(line) for line in res.output.splitlines() if " 9/256" in line]
     assert all(t[t.index("9/256") + 1] == "-" for t in train_rows), res.output  # its rate
-    assert f"driver gone: {SHORT[DEAD]}" in " ".join(res.output.split()), res.output
+    flat = " ".join(res.output.split())
+    assert f"driver gone: {SHORT[DEAD]} (7 tasks stalled until megaflow run --resume)" in flat
+    # the dead run's tasks are neither queued nor in flight: the three live runs' only
+    assert "queue 6 | in flight (sandboxes held) 15 |" in flat, res.output
+    dead = [line for line in res.output.splitlines() if SHORT[DEAD] in _tokens(line)]
+    assert all("gone" in line for line in dead[:1]), res.output  # its row, or its own line

@@ -39,6 +39,7 @@ _WAITING = (TaskState.QUEUED, TaskState.RETRYING, TaskState.PREEMPTED)
 _COLUMNS = ("queued", "running", "resolved", "unresolved", "errors", "done", "/s")
 _NARROW = ("queued", "running", "res/unres/err", "done", "/s")
 _WIDE = 110
+_GONE = "[bold red]gone[/]"
 """Below this many columns the three outcome counts share a column, without borders."""
 
 
@@ -75,18 +76,16 @@ class TopView:
             for kind, c in (by_type.items() or [("", {})])
         ]
 
-    async def _gone(
-        self, rows: list[tuple[str, str, dict[str, int], int]], short: dict[str, str]
-    ) -> list[str]:
-        """The runs whose driver died with tasks unfinished (see ``megaflow status``)."""
+    async def _drivers(self, rows: list[tuple[str, str, dict[str, int], int]]) -> dict[str, str]:
+        """Each run's driver while it has tasks unfinished: ``alive``, ``gone`` (it died:
+        nothing moves its tasks), or empty when nothing tells (see ``megaflow status``)."""
         if self.meta is None:
-            return []
+            return {}
         unfinished: dict[str, int] = {}
         for rid, _, c, _ in rows:
             unfinished[rid] = unfinished.get(rid, 0) + sum(c.get(s.value, 0) for s in _OPEN)
         meta = self.meta
-        states = {r: await driver_state(self.store, meta, r, n) for r, n in unfinished.items()}
-        return [short[r] for r, state in states.items() if state == "gone"]
+        return {r: await driver_state(self.store, meta, r, n) for r, n in unfinished.items()}
 
     async def frame(self) -> Group:
         every = await self.store.list_runs()
@@ -101,16 +100,20 @@ class TopView:
             rates = {key: (n - before.get(key, n)) / max(now - t0, 1e-9) for key, n in done.items()}
         self._last = (now, done)
         errors: dict[str, int] = {}
-        totals: dict[str, float] = {"queued": 0, "running": 0, "rate": 0.0}
+        totals: dict[str, float] = {"queued": 0, "running": 0, "rate": 0.0, "stalled": 0}
         cells: list[tuple[str, str, list[str], list[str]]] = []
+        drivers = await self._drivers(rows)
         for rid, kind, c, total in rows:
             queued = sum(c.get(s.value, 0) for s in _WAITING)
             running = sum(c.get(s.value, 0) for s in ACTIVE_STATES)
             for label in ERROR_LABELS.values():
                 errors[label] = errors.get(label, 0) + c.get(label, 0)
             rate = rates.get((rid, kind))
-            totals["queued"] += queued
-            totals["running"] += running
+            if drivers.get(rid) == "gone":  # nothing moves them: neither queued nor in flight
+                totals["stalled"] += sum(c.get(s.value, 0) for s in _OPEN)
+            else:
+                totals["queued"] += queued
+                totals["running"] += running
             totals["rate"] += rate or 0.0
             graded = [
                 str(c.get("resolved", 0)), str(c.get("unresolved", 0)),
@@ -118,14 +121,15 @@ class TopView:
             ]  # fmt: skip
             tail = [f"{done[(rid, kind)]}/{total}", "-" if rate is None else f"{rate:.1f}"]
             cells.append((rid, kind, [str(queued), str(running)], [*graded, *tail]))
-        gone = await self._gone(rows, short)
-        body = self._layout(cells, short, gone)
+        body = self._layout(cells, short, drivers)
+        gone = ", ".join(short[r] for r, state in drivers.items() if state == "gone")
         by_kind = ", ".join(f"{k} {n}" for k, n in errors.items() if n)
+        stalled = f"{totals['stalled']:.0f} tasks stalled until megaflow run --resume"
         footer = (
             f"queue {totals['queued']:.0f} | in flight (sandboxes held) {totals['running']:.0f}"
             f" | errors {sum(errors.values())}{f' ({by_kind})' if by_kind else ''}"
             f" | {totals['rate']:.1f} tasks/s"
-            + (f" | driver gone: {', '.join(gone)} (megaflow run --resume)" if gone else "")
+            + (f" | driver gone: {gone} ({stalled})" if gone else "")
         )
         return Group(*body, footer)
 
@@ -133,13 +137,15 @@ class TopView:
         self,
         cells: list[tuple[str, str, list[str], list[str]]],
         short: dict[str, str],
-        gone: list[str],
+        drivers: dict[str, str],
     ) -> list[RenderableType]:
         """The frame's table: a column per count while that fits the width, else the
         three outcome counts in one column without borders, else a block per run (its
-        id on a line of its own, its rows beneath: :mod:`megaflow.cli.stacked`)."""
+        id on a line of its own, its rows beneath: :mod:`megaflow.cli.stacked`). A
+        ``driver`` column while any run's driver is known, as in ``megaflow status``."""
         width = self.width or console.width
         kinds = any(kind for _, kind, _, _ in cells)
+        known = any(drivers.values())
         for narrow in (False, True) if width >= _WIDE else (True,):
             table = Table(
                 title="megaflow top",
@@ -151,14 +157,18 @@ class TopView:
                 table.add_column("type", no_wrap=True)
             for col in _NARROW if narrow else _COLUMNS:
                 table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+            if known:
+                table.add_column("driver", no_wrap=True)
             for rid, kind, waiting, rest in cells:
                 counts = [*waiting, "/".join(rest[:3]), *rest[3:]] if narrow else [*waiting, *rest]
-                table.add_row(short[rid], *([kind] if kinds else []), *counts)
+                state = drivers.get(rid, "")
+                driver = [_GONE if state == "gone" else state] if known else []
+                table.add_row(short[rid], *([kind] if kinds else []), *counts, *driver)
             if table_width(table) <= width:
                 return [table]
         blocks: dict[str, Block] = {}
         for rid, kind, waiting, rest in cells:
-            note = "driver gone" if short[rid] in gone else ""
+            note = f"driver {drivers[rid]}" if drivers.get(rid) else ""
             block = blocks.setdefault(rid, Block(short[rid], note))
             block.rows.append([kind, *waiting, "/".join(rest[:3]), *rest[3:]])
         header = ["type" if kinds else "", *_NARROW]
