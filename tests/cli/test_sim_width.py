@@ -34,3 +34,13 @@ def test_the_cost_tables_fit(columns: int) -> None:
     assert res.exit_code == 0, res.output
     assert max(len(line) for line in res.output.splitlines()) <= columns
     assert "centralised" in res.output
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_narrow_report_keeps_its_title_on_one_line(columns: int) -> None:
+    args = ["sim", "--instances", "4", "--tasks", "60"]  # one policy: a turned, narrow table
+    res = runner.invoke(app, args, env={"COLUMNS": str(columns)})
+    assert res.exit_code == 0, res.output
+    (title,) = [line for line in res.output.splitlines() if "4 instances" in line]
+    assert "60 tasks, shared queues" in title, res.output
+    assert max(len(line) for line in res.output.splitlines()) <= columns

@@ -37,7 +37,8 @@ def fitted(
         table.add_row(*row)
     if natural_width(header, rows) <= console.width:
         return table
-    turned = Table(title=title)
+    # a turned table of one or two policies is narrow: its title keeps to one line
+    turned = Table(title=title, min_width=min(len(title), console.width))
     turned.add_column("", no_wrap=True)
     for row in rows:
         turned.add_column(" / ".join(row[:keys]), justify="right", overflow="fold")
