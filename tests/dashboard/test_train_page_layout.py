@@ -105,6 +105,12 @@ def test_charts_fill_the_page_and_the_table_keeps_what_was_computed(
         cells = page.locator("#steps-table tr").nth(1).locator("td").all_inner_texts()
         first = dict(zip(heads, cells, strict=True))
         assert (first["signal"], first["tokens/s"], first["trainer s"]) == ("3/4", "1000", "1.0")
+        shown = page.locator("#charts").get_attribute("data-shown").split()
+        assert "tps" in shown
+        assert "tps-train" in shown  # apart: the trainer alone is far faster than the step
+        tps = "() => document.getElementById('ID-chart').plot.data[1]"
+        assert page.evaluate(tps.replace("ID", "tps")) == pytest.approx([1000.0] * 4)
+        assert page.evaluate(tps.replace("ID", "tps-train")) == pytest.approx([4000.0] * 4)
         time_legend = page.locator("#time-chart").inner_text()
         for series in ("step", "waiting for rollouts", "trainer", "weight sync"):
             assert series in time_legend, series
