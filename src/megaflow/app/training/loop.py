@@ -43,6 +43,7 @@ from megaflow.app.training.engines import launched_engines
 from megaflow.app.training.guards import check_signal, check_usable, has_signal
 from megaflow.app.training.heldout import eval_line, evaluate
 from megaflow.app.training.learner import open_trainer, policy_dir
+from megaflow.app.training.lookahead import starved_lookahead
 from megaflow.app.training.mixed import MixedPlan, mixed_plan, with_set_grading
 from megaflow.app.training.plan import PromptPlan
 from megaflow.app.training.probe import check_tokenizer
@@ -147,6 +148,8 @@ class TrainLoop:
                     f"trainer: {trainer.world_size} rank(s), {trainer.resolved.describe()}, "
                     f"optimizer {trainer.config.optimizer}"
                 )
+                if (note := starved_lookahead(self.cfg)) is not None:
+                    self.say(note)
                 first = await self._restore() if resume else 1
                 rollouts = Rollouts(job, self.incarnation)
                 if not resume and self.tc.eval_before:
