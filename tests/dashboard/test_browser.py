@@ -147,9 +147,12 @@ def test_dashboard_pages_live_run_and_token(tmp_path: Path, browser: Any, shots:
         page.wait_for_selector("#steps .turn")
         kinds = page.locator("#steps .turn .kind").all_inner_texts()
         assert any("model call" in k for k in kinds)
-        tools = page.locator("#steps .turn .tool").all_inner_texts()
-        assert any("action" in k for k in tools)
-        assert any("observation" in k for k in tools)
+        tools = page.locator("#steps .turn .act .tool-name").all_inner_texts()
+        assert "write_file" in tools  # each tool call on its line, the gold patch's
+        assert "submit" in tools
+        outputs = page.locator("#steps .turn .obs .obs-label").all_inner_texts()
+        assert outputs
+        assert all(o.startswith("exit ") for o in outputs)  # each call's output, exit code
         page.screenshot(path=str(shots / "trajectory.png"), full_page=True)
     finally:
         dash.terminate()
