@@ -12,6 +12,7 @@ from megaflow.agent.metrics import summarize
 from megaflow.app.summary import ArmSummary, JobSummary
 from megaflow.cli.main import app
 from megaflow.core.states import TaskState as S
+from megaflow.storage.abstract import Transition
 from megaflow.storage.sqlite import SqliteMetadataStore
 from tests.cli.test_run_accounting import _config, _run_id
 
@@ -50,6 +51,31 @@ def test_the_bar_ends_at_100_and_a_resume_counts_its_own_tasks(tmp_path: Path) -
     line = next(x for x in again.output.splitlines() if "throughput" in x)
     assert line.startswith("1 tasks in ")
     assert "(2 had finished before this resume)" in " ".join(again.output.split())
+
+
+async def _add_cancelled(db: Path, run_id: str) -> None:
+    """A task of the run cancelled before the resume (as `megaflow cancel` leaves it)."""
+    async with SqliteMetadataStore(str(db)) as store:
+        spec = (await store.list_tasks(run_id))[0].spec
+        await store.add_tasks([spec.model_copy(update={"id": f"{run_id}/t8/0"})])
+        await store.transition_many([Transition(f"{run_id}/t8/0", S.CANCELLED)])
+
+
+def test_a_resume_after_a_cancel_counts_the_tasks_it_ran(tmp_path: Path) -> None:
+    """A task cancelled before the resume is neither work of the resume nor one that
+    finished before it: the resume ran 1 task, not 0 (a resumed quickstart whose control
+    arm was cancelled read "0 tasks in 382.2 s: no throughput (68 had finished ...)")."""
+    res = runner.invoke(app, ["run", str(_config(tmp_path))])
+    run_id = _run_id(res.output)
+    db = tmp_path / "m.db"
+    asyncio.run(_add_task(db, run_id))
+    asyncio.run(_add_cancelled(db, run_id))
+    again = runner.invoke(app, ["run", "--resume", run_id, "--db", str(db)])
+    assert "Traceback" not in again.output
+    line = " ".join(again.output.split()).split(" tasks in ")[0].split()[-1] + " tasks in"
+    assert line == "1 tasks in", again.output
+    said = " ".join(again.output.split())
+    assert "(2 had finished before this resume); 1 cancelled, not counted" in said, said
 
 
 def test_throughput_counts_the_tasks_this_process_ran() -> None:

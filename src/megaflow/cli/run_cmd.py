@@ -70,11 +70,13 @@ async def _watch(job: Job, progress: Progress, done: asyncio.Event) -> None:
 
 
 async def _finished(job: Job) -> int:
-    """Tasks of the job already terminal in the store (before a resume runs any)."""
+    """Tasks of the job already done in the store (before a resume runs any): terminal,
+    cancelled ones not included, since the summary leaves every cancelled task out of
+    the tasks a process ran (they did no work) and must not leave them out twice."""
     total = 0
     for rid in job.run_ids:
         counts = await job.stores.metadata.count_by_state(rid)
-        total += sum(n for s, n in counts.items() if s.terminal)
+        total += sum(n for s, n in counts.items() if s.terminal and s is not TaskState.CANCELLED)
     return total
 
 
