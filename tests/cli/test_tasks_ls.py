@@ -71,3 +71,16 @@ def test_only_the_issue_gives_way_to_the_terminal(columns: int) -> None:
         issue = inst.problem_statement.strip().splitlines()[0]
         assert issue.startswith(cells[-1].removesuffix("…"))
         assert len(cells[-1]) >= 20
+
+
+def test_a_folder_of_harbor_tasks_is_told_how_to_convert(tmp_path: Path) -> None:
+    harbor = Path(__file__).parents[2] / "tasks" / "harbor-mini"
+    result = CliRunner().invoke(app, ["tasks", "ls", str(harbor)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert f"megaflow tasks convert --from harbor {harbor} --out SET.jsonl" in said, said
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = CliRunner().invoke(app, ["tasks", "ls", str(empty)])
+    assert other.exit_code == 2
+    assert "Harbor" not in other.output  # no hint where there are no Harbor tasks

@@ -36,6 +36,17 @@ MaxSourceOption = typer.Option(
 )
 
 
+def _harbor_hint(path: Path) -> str:
+    """How to make a task set of ``path`` when it is a folder of Harbor tasks (each a
+    folder with a task.toml), which the commands here do not read as they are."""
+    if not path.is_dir() or not any(path.glob("*/task.toml")):
+        return ""
+    return (
+        f"; it holds Harbor task folders: `megaflow tasks convert --from harbor {path} "
+        "--out SET.jsonl` makes a task set of them"
+    )
+
+
 def _load(
     path: Path,
     only: list[str] | None,
@@ -47,7 +58,7 @@ def _load(
             path, source_roots=roots or [], max_source_bytes=max_source_mb * 1024 * 1024
         )
     except (MegaFlowError, OSError) as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc) + _harbor_hint(path), EXIT_BAD_INPUT)
     if only:
         unknown = set(only) - {i.instance_id for i in instances}
         if unknown:
