@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from megaflow.environment.abstract import EnvironmentSpec
-from megaflow.environment.local import LocalRuntime
+from megaflow.environment.local import LocalRuntime, records
 from megaflow.environment.local.userns import STAGE_ROOT
 
 
@@ -60,6 +60,19 @@ async def test_gc_from_another_pid_namespace_leaves_a_live_sandbox(local: LocalR
         await sb.destroy()
 
 
+def test_only_keys_of_this_pid_namespace_are_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = records.pid_namespace()
+    assert records.process_key().endswith(f".{ns}")
+    assert records.key_alive(records.process_key())
+    assert not records.key_alive(f"999999999.1.{ns}")  # this namespace's, gone
+    assert records.key_alive(f"999999999.1.{ns + 1}")  # another namespace's: not judged
+    # an older version's key (no namespace) is judged from the initial pid namespace only
+    monkeypatch.setattr(records, "pid_namespace", lambda: records.INIT_PID_NS)
+    assert not records.key_alive("999999999.1")
+    monkeypatch.setattr(records, "pid_namespace", lambda: records.INIT_PID_NS + 1)
+    assert records.key_alive("999999999.1")
+
+
 STRAYS = textwrap.dedent("""
     import subprocess, sys
     from typer.testing import CliRunner
@@ -67,7 +80,8 @@ STRAYS = textwrap.dedent("""
     from megaflow.environment.local import sweep
 
     def stray(sandbox_id):
-        env = {sweep.MARKER: f"{sweep.pid_namespace()}/999999999.1/{sandbox_id}"}
+        ns = sweep.pid_namespace()
+        env = {sweep.MARKER: f"{ns}/999999999.1.{ns}/{sandbox_id}"}
         code = "import time; print('up', flush=True); time.sleep(120)"
         p = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
         assert p.stdout.readline() == b"up\\n"

@@ -19,7 +19,7 @@ from megaflow.environment.local.records import (
     remove_sandbox_dir,
 )
 
-DEAD = "999999999.1"  # no such pid: a process that is gone
+DEAD = f"999999999.1.{records.pid_namespace()}"  # no such pid: a process that is gone
 
 
 def record(sid: str, process: str) -> SandboxRecord:

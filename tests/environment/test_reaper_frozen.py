@@ -21,7 +21,7 @@ import pytest
 
 from megaflow.environment.local import cgroups
 from megaflow.environment.local.reaper import Reaper
-from megaflow.environment.local.records import process_key
+from megaflow.environment.local.records import pid_namespace, process_key
 
 FREEZER = Path("/sys/fs/cgroup/freezer")
 pytestmark = pytest.mark.skipif(
@@ -37,7 +37,8 @@ def test_a_frozen_orphan_is_killed_and_all_its_groups_removed(tmp_path: Path) ->
     assert layout.version == 1
     assert "freezer" in layout.mounts
     layout.prepare()
-    dead = f"999999999.{random.randrange(10**9)}"  # no such pid: a maker that is gone
+    # no such pid: a maker that is gone
+    dead = f"999999999.{random.randrange(10**9)}.{pid_namespace()}"
     dirs = [layout.base(c) / dead / "frozen" for c in layout.mounts]
     for d in dirs:
         d.mkdir(parents=True)

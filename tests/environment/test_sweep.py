@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from megaflow.environment.local import sweep
-from megaflow.environment.local.records import key_alive, process_key
+from megaflow.environment.local.records import key_alive, pid_namespace, process_key
 
-DEAD = "999999999.1"  # no such pid: a maker that is gone
+DEAD = f"999999999.1.{pid_namespace()}"  # no such pid: a maker that is gone
 
 
 @pytest.fixture

@@ -39,6 +39,10 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+INIT_PID_NS = 0xEFFFFFFC
+"""The inode of the host's initial pid namespace (the kernel's ``PROC_PID_INIT_INO``)."""
+
+
 @functools.cache
 def pid_namespace() -> int:
     """This process's pid namespace (the inode of ``/proc/self/ns/pid``), fixed
@@ -58,12 +62,14 @@ def process_key(pid: int | None = None) -> str:
 
 def key_alive(key: str) -> bool:
     """False only when the process ``key`` names is known to be gone: its pid
-    namespace is this one (or the key predates namespaces in keys) and its pid
-    no longer runs with that start time. A key of another pid namespace cannot
-    be judged from here and counts as alive."""
+    namespace is this one and its pid no longer runs with that start time. A
+    key of another pid namespace cannot be judged from here and counts as
+    alive. A key of an older version (``<pid>.<start time>``, no namespace)
+    is judged only from the host's initial pid namespace, where such keys
+    were made."""
     pid, _, rest = key.partition(".")
     started, _, namespace = rest.partition(".")
-    if namespace and namespace != str(pid_namespace()):
+    if namespace != str(pid_namespace()) and (namespace or pid_namespace() != INIT_PID_NS):
         return True
     return pid.isdigit() and str(start_time(int(pid))) == started
 
