@@ -1,7 +1,8 @@
 """The exec server's spawner (server_spawner.py): what a command can reach of
 it, and what happens when the agent (same uid) kills or stops it. The spawner
-is opt-in (``MEGAFLOW_EXEC_MODE=spawn``), so every test here sets that variable
-first."""
+is the default (``MEGAFLOW_EXEC_MODE=fork`` turns it off); every test here
+sets ``spawn`` all the same, so a host environment that says ``fork`` cannot
+turn them into tests of the fork path."""
 
 from __future__ import annotations
 

@@ -138,13 +138,13 @@ def server_command(payload: ServerPayload, host_root: bool, max_frame: int) -> S
             "package (apt-get install python3)"
         )
     kind = "c" if payload.compiled else "s"
-    # The server forks each command; MEGAFLOW_EXEC_MODE=spawn has its spawner
-    # (server_spawner.py) posix_spawn them instead (opt-in: see docs/environment.md).
-    mode = os.environ.get("MEGAFLOW_EXEC_MODE") or "fork"
+    # The server's spawner (server_spawner.py) posix_spawns each command;
+    # MEGAFLOW_EXEC_MODE=fork has the server fork them instead (docs/environment.md).
+    mode = os.environ.get("MEGAFLOW_EXEC_MODE") or "spawn"
     if mode not in ("spawn", "fork"):
         raise SandboxStartError(
-            f"MEGAFLOW_EXEC_MODE={mode!r} is not an exec mode: use 'fork' (the default: "
-            "forked by the sandbox's exec server) or 'spawn' (started by its spawner)"
+            f"MEGAFLOW_EXEC_MODE={mode!r} is not an exec mode: use 'spawn' (the default: "
+            "started by the exec server's spawner) or 'fork' (forked by the exec server)"
         )
     tail = ["-I", "-S", "-c", _BOOT, str(len(payload.data)), kind, str(max_frame), mode]
     if host_root:
