@@ -226,11 +226,16 @@ def main() -> None:
         "bound = (rollouts + train + push) / max(rollouts, train + push), the most a full",
         "overlap of the steps' phases saves; tasks and calls during train+push = in flight",
         "while the trainer and the push ran (per step; 0 in sync by construction); engine",
-        "busy = share of the window with a call of the loop in flight to an engine; run CPU",
+        "busy = share of the window with a call of the loop in flight to an engine; thin =",
+        "share of the window with fewer tasks in flight than cores, or the trainer or a push",
+        "running: what a deeper pipeline could fill on a machine of its own, at most",
+        "1 / (1 - thin) of sync's time; run CPU",
         "s = CPU seconds of the loop's process, its sandboxes (their cgroups) and both",
         "engines; CPU floor = run CPU s over the machine's cores, the least wall time any",
         "schedule of this work takes here; run cores and machine cores = average cores the",
-        "run and everything on the machine used over the window.",
+        "run and everything on the machine used over the window. On a shared machine a mode",
+        "with more tasks in flight takes a bigger share of contended cores from the other",
+        "work (run cores); a speed-up beyond the bounds measures that share, not overlap.",
     ])  # fmt: skip
     report(
         "remote_loop",

@@ -15,8 +15,10 @@ For one run (a JSON file that ``bench_remote_loop.py --timeline DIR`` wrote):
   (:class:`loop_timeline.CpuSampler`) and by the whole machine;
 - **bound**: what overlap could save at most. With the step's phases fully
   overlapped the loop takes ``max(rollouts, train + push)`` a step instead of
-  their sum; and no schedule does the run's CPU work in less than its CPU
-  seconds over the machine's cores.
+  their sum; no schedule does the run's CPU work in less than its CPU seconds
+  over the machine's cores; and ``thin`` is the share of a run with fewer
+  tasks in flight than cores, or the trainer or a push running, the time a
+  deeper pipeline could fill on a machine of its own.
 
 ::
 
@@ -124,6 +126,21 @@ def task_phases(run: Run) -> dict[str, float]:
     return {k: statistics.median(s["extra"].get(k, 0.0) for s in tasks) for k in PHASES}
 
 
+def thin_share(run: Run, step_s: float = 0.1) -> float:
+    """Share of the window with fewer tasks in flight than the machine has cores, or the
+    trainer or a push running: time an unshared machine's cores could not all be busy
+    with this run's rollouts (a rough proxy: a task's agent waits on an engine)."""
+    lo, hi = run["window"]
+    tasks = _spans(run, "task")
+    update = [(s["start"], s["end"]) for k in ("train", "load") for s in _spans(run, k)]
+    ncpu, thin, n = os.cpu_count() or 1, 0, max(1, int((hi - lo) / step_s))
+    for i in range(n):
+        t = lo + (i + 0.5) * step_s
+        busy = sum(1 for s in tasks if s["start"] <= t < s["end"])
+        thin += busy < ncpu or any(a <= t < b for a, b in update)
+    return thin / n
+
+
 def summary(run: Run) -> dict[str, float]:
     """The run's figures: phases summed over its steps, the overlap bound and the CPU."""
     st = steps(run)
@@ -140,6 +157,7 @@ def summary(run: Run) -> dict[str, float]:
         "tasks_during_update": sum(s.tasks_during_update for s in st) / max(1, len(st)),
         "calls_during_update": sum(s.calls_during_update for s in st) / max(1, len(st)),
         "engine_busy": statistics.mean(engines_busy(run).values() or [0.0]),
+        "thin_share": thin_share(run),
         **{f"task_{k}": v for k, v in task_phases(run).items()},
     }
     if cpu:
@@ -216,7 +234,8 @@ COLUMNS = (
     ("overlap_bound", "overlap bound", "{:.3f}x"),
     ("tasks_during_update", "tasks during train+push", "{:.1f}"),
     ("calls_during_update", "calls during train+push", "{:.1f}"),
-    ("engine_busy", "engine busy", "{:.0%}"), ("ours_cpu_s", "run CPU s", "{:.1f}"),
+    ("engine_busy", "engine busy", "{:.0%}"), ("thin_share", "thin", "{:.1%}"),
+    ("ours_cpu_s", "run CPU s", "{:.1f}"),
     ("cpu_floor_s", "CPU floor s", "{:.1f}"), ("ours_cores", "run cores", "{:.2f}"),
     ("machine_cores", "machine cores", "{:.2f}"),
 )  # fmt: skip
