@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -220,6 +221,11 @@ def main() -> None:
         f"{concurrency(args)} in both modes ((1 + lookahead) x a step's tasks, so the async",
         "loop can run its lookahead round beside the one being trained; sync never has more",
         "than one round). The issue's goal: async at least 2x sync when rollouts dominate.",
+        "Even with rollouts bound by latency alone and slots for every round, a round can",
+        "start only once the update it may lag by max_staleness is out, so rounds run",
+        f"{1 + args.lookahead} at a time and {args.steps} steps take",
+        f"{math.ceil(args.steps / (1 + args.lookahead))} rounds' time: at most",
+        f"{args.steps / math.ceil(args.steps / (1 + args.lookahead)):.2f}x.",
         "Where the time goes, from each timed run's timeline (loop_timeline.py,",
         "timeline_report.py): rollouts = the loop waiting for its steps' groups; train =",
         "Trainer.step; push = state dict, checkpoint written, both engines loaded; overlap",

@@ -73,7 +73,7 @@ class Step:
     push_s: float  # state dict, checkpoint, every engine loaded
     tasks_during_update: int  # tasks in flight during train + push
     calls_during_update: int  # model calls in flight during train + push
-    read_s: float  # from the step's last task ending to the loop having its groups
+    read_s: float  # from the step's last task ending (or the wait's start) to its groups read
 
 
 def steps(run: Run) -> list[Step]:
@@ -94,7 +94,7 @@ def steps(run: Run) -> list[Step]:
             Step(
                 n, c["end"] - c["start"], t["end"] - t["start"], end - t["end"],
                 _in_flight(tasks, t["start"], end), _in_flight(calls, t["start"], end),
-                c["end"] - last,
+                c["end"] - max(last, c["start"]),
             )
         )  # fmt: skip
     return out
