@@ -10,14 +10,20 @@ curve and its JSON went.
 shuffled`` the same loop with each group's rewards permuted before the
 advantages (a control whose updates carry no signal; ``megaflow train
 compare`` sets a run against it).
+
+On a terminal each line the loop prints is laid out to its width (cut
+between figures, the later lines indented: :func:`~megaflow.app.training.step_line.fit`),
+so no label is parted from its value; to a file or a pipe it stays one line.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from megaflow.app.assembly import new_run_id
 from megaflow.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
@@ -36,6 +42,21 @@ def _quiet() -> None:
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+
+
+def printer(out: Console) -> Callable[[str], None]:
+    """How the loop's lines reach ``out``: fitted to a terminal's width, whole otherwise
+    (a log keeps one line per step, whatever COLUMNS says)."""
+    from megaflow.app.training.step_line import fit
+
+    def say(line: str) -> None:
+        if not out.is_terminal:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+            return
+        for part in fit(line, out.width):
+            out.print(part, markup=False, soft_wrap=True)
+
+    return say
 
 
 def train(
@@ -107,7 +128,7 @@ def train(
             cfg = cfg.model_copy(update={"train": train_cfg})
         run_id = resume or new_run_id(cfg.name)
         loop = TrainLoop(
-            cfg, run_id=run_id, config_dir=config.resolve().parent, printer=console.print
+            cfg, run_id=run_id, config_dir=config.resolve().parent, printer=printer(console)
         )
     except MegaFlowError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
@@ -130,7 +151,7 @@ def train(
     except MegaFlowError as exc:
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     for line in closing_lines(result.evals):  # overall, then each held-out set's
-        console.print(line, highlight=False)
+        printer(console)(line)
     if loop.sync_s:
         mean = sum(loop.sync_s) / len(loop.sync_s)
         console.print(f"weight sync: {mean * 1000:.0f} ms per update", highlight=False)

@@ -13,9 +13,15 @@ whose clip was taken, the mean ratio trainer / sampler and the mismatch
 mean response length and the truncation rate. A step in which no group had
 signal says ``no signal: weights kept`` instead of the figures only an update
 measures; the loop's own drops and losses follow.
+
+:func:`fit` lays such a line (or a held-out round's) out for a terminal
+narrower than it: cut only between figures, never between a label and its
+value, the later lines indented.
 """
 
 from __future__ import annotations
+
+import re
 
 from megaflow.app.training.curve import StepPoint
 from megaflow.train.loop_config import TrainingConfig
@@ -43,11 +49,59 @@ def step_line(p: StepPoint, tc: TrainingConfig, lost: int, stats: StepStats | No
     """The step's line; ``stats`` is None when the loop took no step (``updates: false``)."""
     loss = "-" if p.loss is None else f"{p.loss:.4f}"
     kl = "" if p.kl is None else f"kl {p.kl:.4f}  "  # only when measured (kl_coef > 0)
-    extra = f" dropped {p.dropped}" if p.dropped else ""
-    extra += f" reweighted {p.reweighted}" if p.reweighted else ""
-    extra += f" lost {lost}" if lost else ""
+    extra = f"  dropped {p.dropped}" if p.dropped else ""  # each figure apart, as the others
+    extra += f"  reweighted {p.reweighted}" if p.reweighted else ""
+    extra += f"  lost {lost}" if lost else ""
     return (
         f"step {p.step}/{tc.steps}  reward {p.reward_mean:.3f}  loss {loss}  {kl}"
         f"weights v{p.weights_version}  staleness {p.staleness_max}/{tc.max_staleness}"
         f"{_trainer(stats) if stats is not None else ''}{extra}  {p.seconds:.1f} s"
     )
+
+
+# a cut between figures: two spaces, or a space after ',' or ';' (not inside brackets,
+# which hold an interval "[0.198, 0.509]")
+_CUT = re.compile(r"  +|(?<=[,;]) ")
+_OPEN, _CLOSE = "([", ")]"
+
+
+def _figures(line: str) -> list[str]:
+    """``line`` cut where a figure ends: each piece a label with its value(s), and the
+    spaces that followed it."""
+    pieces: list[str] = []
+    depth, start, at = 0, 0, 0
+    while at < len(line):
+        depth += (line[at] in _OPEN) - (line[at] in _CLOSE)
+        cut = _CUT.match(line, at) if depth == 0 and line[at] == " " else None
+        if cut is None:
+            at += 1
+            continue
+        pieces.append(line[start : cut.end()])
+        start = at = cut.end()
+    return [*pieces, line[start:]] if start < len(line) else pieces
+
+
+def fit(line: str, width: int, indent: int = 2) -> list[str]:
+    """``line`` as lines of at most ``width`` characters, cut only between figures and
+    packed greedily, every line after the first indented by ``indent`` spaces: a label
+    (``clip``) is never left at the end of one line with its value on the next. A
+    figure wider than a line by itself is cut between its words."""
+    if len(line) <= width:
+        return [line]
+    room = max(width - indent, 8)
+    pieces = [
+        w
+        for f in _figures(line)
+        for w in (re.findall(r"\S+\s*", f) if len(f.rstrip()) > room else [f])
+    ]
+    lines: list[str] = []
+    current = ""
+    for piece in pieces:
+        limit = width if not lines else room
+        if current and len(current) + len(piece.rstrip()) > limit:
+            lines.append(current.rstrip())
+            current = piece
+        else:
+            current += piece
+    lines.append(current.rstrip())
+    return [lines[0], *(" " * indent + rest for rest in lines[1:])]
