@@ -8,8 +8,11 @@ figures are not mixed with its rollouts'). Where each task stands is counted
 by outcome (:mod:`megaflow.core.outcomes`: ``resolved``, ``agent error``,
 ``running``...), never by the state ``succeeded`` beside an error count, so
 a page does not read "succeeded 352" next to "agent error 6". Throughput is
-done tasks per second since the run was created; cancelled tasks are ended
-but no work, so they count in neither (the bar shows them apart). A run is
+the figure `megaflow run` prints: done tasks per second of the run's latest
+start, counting the tasks that ended since it (:func:`latest_start`: the run's
+creation, or its latest resume), so a resumed run's does not count the time
+it stood still; cancelled tasks are ended but no work, so they count in
+neither (the bar shows them apart). A run is
 labelled with its arm (``main`` or ``control``) and its job, so a negative
 control's "resolved share 0.0%" reads as the control it is, with what the
 job expects of it.
@@ -28,6 +31,7 @@ from megaflow.core.tasks import RunSpec, TaskRecord, TaskResult
 from megaflow.dashboard.progress import progress_by_type
 from megaflow.storage.abstract import MetadataStore
 from megaflow.storage.lease import driver_lease, lease_ended
+from megaflow.storage.recovery import LOST_ON_RESTART
 
 
 def type_of(rec: TaskRecord) -> str:
@@ -85,15 +89,43 @@ def _arm(run: RunSpec) -> dict[str, Any]:
     }
 
 
+async def latest_start(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) -> float:
+    """When the run's driver last took it up: its creation, or the latest resume. A resume
+    records each attempt the stop left in flight as lost (``storage.recovery``), ended
+    at the moment of the resume; only tasks tried again or queued again can hold one,
+    so only their attempts are read. A resume that found nothing in flight leaves no
+    trace: the run's creation is then the start."""
+    again = [r for r in records if r.attempts > 1 or (r.attempts and r.state is TaskState.QUEUED)]
+    resumed = [
+        a.ended_at
+        for r in again
+        for a in await meta.list_attempts(r.id)
+        if a.error == LOST_ON_RESTART and a.ended_at is not None
+    ]
+    return max([run.created_at, *resumed])
+
+
+def throughput(records: list[TaskRecord], since: float, now: float) -> float:
+    """Tasks done (ended, not cancelled) since ``since`` per second since it, up to the
+    last one's end once every task has ended (``now`` before): what `megaflow run`
+    prints for the tasks its process ran over its time."""
+    ended = [r.updated_at for r in records if r.state.terminal and r.updated_at >= since]
+    done = sum(
+        1
+        for r in records
+        if r.state.terminal and r.state is not TaskState.CANCELLED and r.updated_at >= since
+    )
+    finished = all(r.state.terminal for r in records) and ended
+    end = max(ended) if finished else now
+    return done / max(end - since, 1e-9)
+
+
 def _summary(
-    run: RunSpec, records: list[TaskRecord], results: dict[str, TaskResult]
+    run: RunSpec, records: list[TaskRecord], results: dict[str, TaskResult], since: float
 ) -> dict[str, Any]:
     counts = Counter(r.state.value for r in records)
     done = sum(1 for r in records if r.state.terminal)
     cancelled = counts.get(TaskState.CANCELLED.value, 0)  # ended, but no work done
-    finished = [g.finished_at for g in results.values()]
-    end = max(finished) if done == len(records) and finished else time.time()
-    elapsed = max(end - run.created_at, 1e-9)
     by_type: dict[str, list[TaskRecord]] = {}
     for rec in records:
         by_type.setdefault(type_of(rec), []).append(rec)
@@ -110,7 +142,8 @@ def _summary(
         "done": done,
         "cancelled": cancelled,
         **_figures(records, results),
-        "throughput": (done - cancelled) / elapsed,
+        "throughput": throughput(records, since, time.time()),
+        "started_at": since,
         "errors": _error_kinds(records, results),
         "outcomes": {k: n for k, n in outcomes.items() if is_error(k)},
         "by_outcome": dict(sorted(outcomes.items(), key=lambda kv: outcome_order(kv[0]))),
@@ -133,7 +166,8 @@ async def _driver(meta: MetadataStore, run: RunSpec, records: list[TaskRecord]) 
 
 async def _summarised(meta: MetadataStore, run: RunSpec) -> dict[str, Any]:
     records = await meta.list_tasks(run.id)
-    view = _summary(run, records, by_task(await meta.list_results(run.id)))
+    since = await latest_start(meta, run, records)
+    view = _summary(run, records, by_task(await meta.list_results(run.id)), since)
     view["driver"] = await _driver(meta, run, records)
     return view
 

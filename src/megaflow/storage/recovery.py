@@ -17,7 +17,10 @@ from megaflow.core.states import ACTIVE_STATES, TaskState
 from megaflow.core.tasks import Attempt, ErrorKind
 from megaflow.storage.abstract import MetadataStore, QueuedTask, TaskQueue, Transition
 
-_LOST = "attempt lost: the control plane stopped while the task was in flight"
+LOST_ON_RESTART = "attempt lost: the control plane stopped while the task was in flight"
+"""The error of an attempt recorded here; its ``ended_at`` is when the run was taken
+up again (the dashboard's throughput counts from the latest)."""
+_LOST = LOST_ON_RESTART
 
 
 @dataclass(frozen=True)
