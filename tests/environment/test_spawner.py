@@ -171,6 +171,17 @@ async def test_a_priority_the_agent_sets_on_the_spawner_never_reaches_a_later_co
         await _never_inherited(sb, "nice", normal)
 
 
+async def test_a_scheduling_policy_the_agent_sets_on_the_spawner_never_reaches_a_later_command(
+    local: LocalRuntime,
+) -> None:
+    async with await local.create(EnvironmentSpec()) as sb:
+        policy = "chrt -p $$ | head -1 | cut -d: -f2"
+        normal = (await sb.exec(policy)).stdout
+        assert "SCHED_OTHER" in normal, normal
+        assert (await sb.exec("chrt -i -p 0 $PPID; echo $?")).stdout == "0\n"
+        await _never_inherited(sb, policy, normal)
+
+
 async def _never_inherited(sb: Sandbox, command: str, normal: str) -> None:
     """The next command runs with the sandbox's own settings (``normal``), or,
     when the spawner saw the change only at that start, fails naming the

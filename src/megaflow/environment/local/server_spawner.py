@@ -26,7 +26,8 @@ Guarantees kept, and how:
   kill its process group. Timeouts and kills stay the server's (``CAP_KILL``;
   the host kills by cgroup).
 - *The agent may lower the spawner's limits* (``prlimit``, same uid), its
-  priority or its CPU affinity, which later commands would inherit. The
+  priority, CPU affinity or scheduling policy (``chrt -i``), which later
+  commands would inherit. The
   spawner compares them with what it started with before each start (changed:
   it quits, that exec fails) and after it (changed: it kills that command,
   which ends with 137, and quits); the next spawner starts afresh.
@@ -156,7 +157,7 @@ def _serve(sock: _socket.socket, devnull: int, wake_r: int) -> int:
 
     def _limits() -> list[object]:  # and what else of ours a same-uid process may set
         return [*(resource.getrlimit(r) for r in ids), os.getpriority(os.PRIO_PROCESS, 0),
-                os.sched_getaffinity(0)]  # fmt: skip
+                os.sched_getaffinity(0), os.sched_getscheduler(0)]  # fmt: skip
 
     limits = _limits()
     while True:
