@@ -8,7 +8,10 @@ the group the sample belongs to with each sibling's reward and
 advantage, and the previous and next trajectories of the run and of the
 group. A task that ended without a result (timed out, failed on the
 infrastructure) shows its last attempt's trajectory with the task's outcome
-and error; an earlier, retried attempt shows its own.
+and error; an earlier, retried attempt shows its own. A trajectory without a
+step (the attempt ended before the model's first answer: the model server
+refused, the sandbox failed) says so and why (``no_turns``), rather than show
+an empty list of turns.
 
 The advantage shown is the run's own: the estimator its ``train.algorithm``
 names, applied to the rewards of the sample's whole step
@@ -22,9 +25,9 @@ import json
 from typing import Any
 
 from megaflow.core.errors import NotFound
-from megaflow.core.outcomes import is_error, outcome
+from megaflow.core.outcomes import ERROR_LABELS, is_error, outcome
 from megaflow.core.states import TaskState
-from megaflow.core.tasks import Attempt, RunSpec, TaskRecord, TaskResult, group_id
+from megaflow.core.tasks import Attempt, ErrorKind, RunSpec, TaskRecord, TaskResult, group_id
 from megaflow.core.trajectory import Trajectory
 from megaflow.dashboard.advantages import run_estimator, step_advantages, step_of
 from megaflow.dashboard.attempts import (
@@ -123,6 +126,16 @@ def _pick(
     return (keys[max(keys)], False) if keys else (None, False)
 
 
+def _no_turns(traj: Trajectory, said: str, kind: str | None, error: str | None) -> str | None:
+    """Why a trajectory holds no turn, in a sentence; None when it holds one. ``said`` is
+    the outcome shown; for a retried attempt, ``kind`` its error kind names how it ended."""
+    if traj.steps:
+        return None
+    how = ERROR_LABELS.get(ErrorKind(kind), kind) if kind else said
+    why = f"{how} ({error})" if error else how
+    return f"No turn was recorded: the attempt ended with {why} before the model answered."
+
+
 async def trajectory_view(
     meta: MetadataStore, artifacts: ArtifactStore, task_id: str, attempt: int | None = None
 ) -> dict[str, Any]:
@@ -153,18 +166,21 @@ async def trajectory_view(
     if own:  # the task's last attempt: the task's outcome, and its error
         said = outcome(rec.state, res)
         reward = _reward(rec, res)
-        shown = {
+        error = (res.error if res is not None else None) or rec.error
+        shown: dict[str, Any] = {
             "outcome": said,
             "errored": is_error(said),
             "reward": reward,
-            "error": (res.error if res is not None else None) or rec.error,
+            "error": error,
             "trained": reward is not None,  # an ungraded sample is masked
             "sample": _sample_view(run, traj, reward or 0.0, kind) if kind == "train" else None,
         }
+        shown["no_turns"] = _no_turns(traj, said, None, error)
     else:  # an earlier attempt, retried: its own error; its tokens trained nothing
         mine = next((r for r in rows if r["this"]), {})
         shown = {"outcome": "retried", "errored": True, "reward": None,
                  "error": mine.get("error"), "trained": False, "sample": None}  # fmt: skip
+        shown["no_turns"] = _no_turns(traj, "an error", mine.get("error_kind"), mine.get("error"))
     return {
         "task": task_id,
         "run": rec.spec.run_id,

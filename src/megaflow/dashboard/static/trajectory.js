@@ -94,5 +94,7 @@ const TJ = {
     TJ.group(v.group_rewards);
     if (v.sample) TJ.tokens(v.sample, v);
     TT.render(document.getElementById("prompt-section"), document.getElementById("steps"), t.steps, t.started_at);
+    // no step at all: say why, not an empty list of turns
+    if (v.no_turns) document.getElementById("steps").append(MF.el("p", { id: "no-turns", class: "notice", text: v.no_turns }));
   } catch (err) { MF.fail(err); }
 })();

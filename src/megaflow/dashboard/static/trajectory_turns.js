@@ -123,6 +123,8 @@ const TT = {
     const actions = steps.filter((s) => s.kind === "action");
     if (call) {
       for (const m of TT.fedBack(call, before, ranTool)) box.append(TT.message(m));
+      // a call that got no usable answer keeps the client's error in place of one
+      if (call.response?.error) box.append(MF.el("div", { class: "obs-none call-failed", text: `no answer: ${call.response.error}` }));
       for (const m of TT.replies(call)) {
         const said = TT.text(m.content);
         if (said.trim()) box.append(MF.el("pre", { class: "say", text: said }));
