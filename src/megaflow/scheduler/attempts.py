@@ -10,8 +10,10 @@ the dispatcher, the backoff function and optional metrics.
 
 Cancellation, preemption, instance loss and the start timeout all reach the
 executor as ``asyncio.CancelledError``; the reason recorded before the
-cancel decides the outcome. The start timeout and the task deadline of every
-attempt share two :class:`~megaflow.scheduler.deadlines.Deadlines` timers.
+cancel decides the outcome, also when the executor ends with another error
+after it (a sandbox lost with the deadline is the deadline's, not infra).
+The start timeout and the task deadline of every attempt share two
+:class:`~megaflow.scheduler.deadlines.Deadlines` timers.
 """
 
 from __future__ import annotations
@@ -131,7 +133,14 @@ class AttemptRunner:
             outcome, message = reason
         except Exception as exc:
             outcome, message = classify(exc), str(exc)
-            if outcome is Outcome.TIMEOUT and not message:
+            reason = self.reasons.pop(tid, None)
+            if reason is not None:
+                # Interrupted (the deadline passed, a cancel, a preemption) before this
+                # failure was seen: the failure is the interruption's doing or came with
+                # it (the sandbox torn down meanwhile, a cancel overtaken by a reply in
+                # the same loop turn), so the interruption decides, as for a cancel.
+                outcome, message = reason
+            elif outcome is Outcome.TIMEOUT and not message:
                 message = f"task deadline of {deadline}s passed"
             elif outcome is Outcome.ERROR:
                 message = f"executor raised {type(exc).__name__}: {exc}"

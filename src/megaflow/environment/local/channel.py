@@ -99,8 +99,9 @@ class Channel:
                         del self._streams[rid]
                     continue
                 fut = self._waiting.pop(rid, None)
-                if fut is not None and not fut.done():
-                    fut.set_result((head, body))
+                if fut is not None:  # outstanding; a caller cancelled meanwhile drops it
+                    if not fut.done():
+                        fut.set_result((head, body))
                 elif rid in self._abandoned:
                     self._abandoned.discard(rid)
                 else:
@@ -136,7 +137,12 @@ class Channel:
         try:
             self._writer.write(frame(head, body))
             await self._writer.drain()
-            reply, data = await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns (or raises) the
+            # reply when a cancel and the reply land in the same loop turn, and the
+            # caller's cancellation is lost (a task past its deadline went on, or saw
+            # its sandbox's loss instead of its deadline).
+            async with asyncio.timeout(timeout):
+                reply, data = await fut
         except TimeoutError as e:
             self._abandoned.add(rid)
             raise SandboxTimeout(
