@@ -141,7 +141,10 @@ MF.bytes = function (x) {
 // A line chart of several series over the same x values (null: no point). opts.width sizes it
 // to the page; opts.range fixes the y axis (rewards 0-1); a flat series gets a small span
 // around its value, not uPlot's 0-100, and not below 0 if it is not (a grad norm of 0 on a
-// -1..1 axis). Returns the uPlot (its data and scales, for a page's tests).
+// -1..1 axis). A series with a band ({lo, hi}: a spread, an interval) has it shaded in its
+// colour under one legend entry: the band's edges are series after all the drawn ones (so
+// data[1..] stay the series given), kept out of the legend, and shown or hidden with theirs.
+// Returns the uPlot (its data, scales and bands, for a page's tests).
 MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
   target.replaceChildren();
   if (!xs.length) { target.append(MF.el("p", { text: `${title}: no points yet` })); return; }
@@ -159,14 +162,32 @@ MF.lines = function (target, title, xs, series, xlabel, opts = {}) {
     const digits = gap > 0 && gap < 1 ? Math.min(8, Math.ceil(-Math.log10(gap) + 0.3)) : 0;
     return vals.map((v) => (v === null ? "" : v !== 0 && Math.abs(v) < 1e-3 && gap < 1e-3 ? v.toExponential(1) : v.toFixed(digits)));
   };
+  const color = (s, i) => s.color || colors[i % colors.length];
+  const edges = [], bands = [], of = {};  // of: a band edge's index -> its series' index
+  series.forEach((s, i) => {
+    if (!s.band) return;
+    const hi = series.length + 1 + edges.length;
+    edges.push({ label: s.label + " (band top)", values: s.band.hi }, { label: s.label + " (band bottom)", values: s.band.lo });
+    bands.push({ series: [hi, hi + 1], fill: color(s, i) + "26" });
+    of[hi] = of[hi + 1] = i + 1;
+  });
   const opt = {
     title, width: opts.width || 460, height: 220, legend: { live: false },
     scales: { x: { time: false }, y: { range: yrange } },
     axes: [{ label: xlabel, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { size: 64, values: tick }],  // steps are whole
     series: [{ label: xlabel }, ...series.map((s, i) => ({
-      label: s.label, stroke: s.color || colors[i % colors.length], width: s.thin ? 1 : 2,
+      label: s.label, stroke: color(s, i), width: s.thin ? 1 : 2,
       dash: s.dash || undefined, points: { show: !s.thin }, spanGaps: true,
-    }))],
+    })), ...edges.map((e) => ({ label: e.label, stroke: "transparent", width: 0, points: { show: false }, spanGaps: true }))],
+    bands,
+    hooks: { setSeries: [(u, i, o) => {  // a band follows its series' legend toggle
+      if (i === null || of[i] || !o || o.show === undefined) return;
+      for (const [edge, owner] of Object.entries(of)) if (owner === i) u.setSeries(Number(edge), { show: o.show });
+    }] },
   };
-  return new uPlot(opt, [xs, ...series.map((s) => s.values)], target);
+  const plot = new uPlot(opt, [xs, ...series.map((s) => s.values), ...edges.map((e) => e.values)], target);
+  const rows = plot.root.querySelectorAll(".u-legend .u-series");
+  const shift = plot.series.length - rows.length;  // the x series has no entry without live values
+  for (const edge of Object.keys(of)) if (rows[edge - shift]) rows[edge - shift].style.display = "none";  // one entry a series
+  return plot;
 };

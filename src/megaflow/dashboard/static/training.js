@@ -92,18 +92,15 @@ const TR = {
     const series = [];
     views.forEach((v, i) => {
       const p = views.length > 1 ? v.run + ": " : "", dash = i ? [8, 4] : null;
-      const line = (label, values, c, thin) => series.push({ label: p + label, values, color: COLORS[c], dash: thin ? [2, 3] : dash, thin });
-      line("train reward", TR.ema(TR.at(xs, v.steps, (s) => s.reward_mean)), 0);
-      if (v.steps.some((s) => s.reward_std !== undefined && s.reward_std !== null)) {
-        const band = (sign) => TR.at(xs, v.steps, (s) => ((s.reward_std ?? null) === null ? null : s.reward_mean + sign * s.reward_std));
-        line("train - std", band(-1), 0, true); line("train + std", band(1), 0, true);
-      }
+      // a spread or an interval is a shaded band of its line's colour, not two more lines
+      const line = (label, values, c, band) => series.push({ label: p + label, values, color: COLORS[c], dash, band });
+      const has = (items, key) => items.some((x) => x[key] !== undefined && x[key] !== null);
+      const spread = (sign) => TR.at(xs, v.steps, (s) => ((s.reward_std ?? null) === null ? null : s.reward_mean + sign * s.reward_std));
+      const std = has(v.steps, "reward_std") ? { lo: spread(-1), hi: spread(1) } : null;
+      line(std ? "train reward (± std)" : "train reward", TR.ema(TR.at(xs, v.steps, (s) => s.reward_mean)), 0, std);
       if (v.evals.length) {
-        line("held-out pass@1", TR.at(xs, v.evals, (e) => e.reward_mean), 1);
-        if (v.evals.some((e) => e.ci_low !== null && e.ci_low !== undefined)) {
-          line("held-out 95% low", TR.at(xs, v.evals, (e) => e.ci_low), 1, true);
-          line("held-out 95% high", TR.at(xs, v.evals, (e) => e.ci_high), 1, true);
-        }
+        const ci = has(v.evals, "ci_low") ? { lo: TR.at(xs, v.evals, (e) => e.ci_low), hi: TR.at(xs, v.evals, (e) => e.ci_high) } : null;
+        line(ci ? "held-out pass@1 (95% interval)" : "held-out pass@1", TR.at(xs, v.evals, (e) => e.reward_mean), 1, ci);
       }
       if (v.evals.some((e) => e.greedy !== null && e.greedy !== undefined)) line("held-out greedy", TR.at(xs, v.evals, (e) => e.greedy), 2);
       const withK = v.evals.find((e) => e.pass_at_k !== null && e.pass_at_k !== undefined);
