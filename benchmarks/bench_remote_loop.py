@@ -153,6 +153,19 @@ async def one_run(
     return spent["train"] - spent["eval"]
 
 
+GPU = """
+
+On GPUs (engines on their own, the trainer on others) the phases change weight:
+generation leaves the CPU and becomes most of a rollout (hundreds to thousands of
+tokens a turn on a real model), the trainer's step takes seconds to minutes, and a
+weight sync what its anchors say (checkpoint-engine 0.18 s for 0.6B, verl 2.2 s for
+8B). With rollouts R and train + push T of comparable length, full overlap approaches
+(R + T) / max(R, T), 2x at R = T; with rollouts bound by latency and slots for every
+round in flight, 1 + lookahead rounds run side by side (the pipeline bound above). The
+sandboxes and graders still need CPU: a node's cores must cover 1 + lookahead rounds
+of them, or they are the bound, as on this machine."""
+
+
 def _number(path: Path) -> int:
     return int(path.stem.split("-")[0])
 
@@ -252,7 +265,7 @@ def main() -> None:
         load_before=load_before,
         args=args,
         reps=args.reps,
-        extra_md=phases,
+        extra_md=phases + GPU,
     )
 
 

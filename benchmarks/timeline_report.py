@@ -264,10 +264,50 @@ def markdown(runs: list[Run]) -> str:
         "",
         f"A rollout's own phases, median over every train task of every run: {task[:-1]}.",
     ]
+    lines += reading(by)
     for mode in by:
         last = [r for r in runs if r["mode"] == mode][-1]
         lines += ["", f"{mode}, run {last['name']}:", "", "```", chart(last), "```"]
     return "\n".join(lines)
+
+
+def reading(by: dict[str, list[dict[str, float]]]) -> list[str]:
+    """What the phases allow, in sentences computed from the medians of both modes."""
+    if "sync" not in by or "async" not in by:
+        return []
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(s.get(key, 0.0) for s in by[mode])
+
+    ncpu, thin = os.cpu_count() or 1, med("sync", "thin_share")
+    cores_s, cores_a = med("sync", "ours_cores"), med("async", "ours_cores")
+    cpu_s, cpu_a = med("sync", "ours_cpu_s"), med("async", "ours_cpu_s")
+    share = cores_a / cores_s if cores_s else 0.0
+    work = cpu_s / cpu_a if cpu_a else 0.0
+    return [
+        "",
+        "What these phases allow (medians of the timed runs):",
+        "",
+        f"- **Overlap.** Fully overlapped, a step would take max(rollouts, train + push) "
+        f"instead of their sum: at most {med('sync', 'overlap_bound'):.3f}x of sync (rollouts "
+        f"{med('sync', 'rollout_s'):.1f} s, train {med('sync', 'train_s'):.2f} s, push "
+        f"{med('sync', 'push_s'):.2f} s).",
+        f"- **Tails.** {thin:.1%} of sync's time had fewer tasks in flight than cores, or the "
+        f"trainer or a push running: a deeper pipeline fills at most that, "
+        f"{1 / (1 - thin):.2f}x, on a machine of its own.",
+        f"- **CPU.** Both modes did the same work ({cpu_s:.1f} and {cpu_a:.1f} CPU s for the "
+        f"loop's process, its sandboxes and the engines); on {ncpu} cores no schedule takes "
+        f"less than {cpu_s / ncpu:.1f} s.",
+        f"- **Share.** The machine's cores were busy {med('sync', 'machine_cores'):.2f} and "
+        f"{med('async', 'machine_cores'):.2f} of {ncpu}; the run got {cores_s:.2f} of them in "
+        f"sync and {cores_a:.2f} in async. Wall time is CPU work over cores: the cores' ratio "
+        f"{share:.2f} times the work's {work:.2f} is {share * work:.2f}x, against the measured "
+        f"{med('sync', 'wall_s') / med('async', 'wall_s'):.2f}x over the same windows.",
+        f"- **Engines.** A call was in flight to an engine {med('sync', 'engine_busy'):.0%} "
+        f"(sync) and {med('async', 'engine_busy'):.0%} (async) of the time; during train + "
+        f"push the async loop had {med('async', 'tasks_during_update'):.1f} tasks in flight "
+        f"a step.",
+    ]
 
 
 def main() -> None:
