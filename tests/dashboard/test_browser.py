@@ -11,10 +11,12 @@ of each page go to ``.megaflow/test-artifacts/dashboard/``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,25 @@ def start_dashboard(stores: list[str], tmp: Path) -> tuple[subprocess.Popen[str]
             break
     proc.kill()
     raise AssertionError(f"the dashboard printed no login link: {proc.stdout.read()}")
+
+
+@contextlib.contextmanager
+def signed_in(
+    browser: Any, site: Path, train: str = "train", width: int = 1400
+) -> Iterator[tuple[Any, str]]:
+    """A page signed in to a dashboard over ``site``'s stores (``m.db``, ``art``
+    and the training curves under ``train``), and the dashboard's address; the
+    dashboard is stopped after."""
+    stores = ["--db", str(site / "m.db"), "--artifacts", str(site / "art"),
+              "--train-dir", str(site / train)]  # fmt: skip
+    dash, base, link = start_dashboard(stores, site)
+    try:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(link)
+        yield page, base
+    finally:
+        dash.terminate()
+        dash.wait(timeout=10)
 
 
 def progress(page: Any) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 from tests.dashboard.test_train_page_sets import _stores
 
 pytestmark = pytest.mark.slow
@@ -52,12 +52,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def test_an_overlay_has_one_legend_entry_per_series(site: Path, browser: Any, shots: Path) -> None:
-    stores = ["--db", str(site / "m.db"), "--artifacts", str(site / "art"),
-              "--train-dir", str(site / "train")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, site)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, site) as (page, base):
         page.goto(f"{base}/training?id=arm&vs=arm-control")
         page.wait_for_function(
             "() => document.getElementById('reward-chart').innerText.includes('arm-control:')"
@@ -97,6 +92,3 @@ def test_an_overlay_has_one_legend_entry_per_series(site: Path, browser: Any, sh
         assert page.evaluate(PLOT + f"return p.series[{top}].show; }}") is True
         page.locator("#reward-chart").screenshot(path=str(shots / "training-bands.png"))
         page.screenshot(path=str(shots / "training-bands-page.png"), full_page=True)
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

@@ -23,7 +23,7 @@ import pytest
 from megaflow.app.training.curve import Curve, StepPoint
 from megaflow.core.tasks import RunSpec
 from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 
 pytestmark = pytest.mark.slow
 RUN = "lay"
@@ -67,12 +67,7 @@ def _ema(values: list[float], alpha: float) -> list[float]:
 def test_charts_fill_the_page_and_the_table_keeps_what_was_computed(
     site: Path, browser: Any, shots: Path
 ) -> None:
-    stores = ["--db", str(site / "m.db"), "--artifacts", str(site / "art"),
-              "--train-dir", str(site / "train")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, site)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, site) as (page, base):
         page.goto(f"{base}/training?id={RUN}")
         page.wait_for_selector("#time-chart canvas")
         for width, per_row in ((1400, 2), (800, 1)):
@@ -123,6 +118,3 @@ def test_charts_fill_the_page_and_the_table_keeps_what_was_computed(
         page.locator("#smooth").fill("0.5")
         page.wait_for_function("() => location.search.includes('smooth=0.5')")
         assert page.evaluate(train) == pytest.approx(_ema(REWARDS, 0.5))
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

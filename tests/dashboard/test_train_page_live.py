@@ -21,7 +21,7 @@ import pytest
 
 from megaflow.app.training.loop import TrainLoop
 from megaflow.config import parse_config
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 from tests.train_loop.conftest import policy, train_config
 
 __all__ = ["policy"]  # the session fixture, shared with tests/train_loop
@@ -55,12 +55,7 @@ def test_every_step_reaches_the_training_page(
         assert all(s[key] is not None for s in steps), key
     assert all(s["tokens"] > 0 for s in steps)  # every step updated: tokens/s is charted
     assert [s["groups"] for s in steps] == [2, 2]  # prompts_per_step
-    stores = ["--db", str(tmp / "m.db"), "--artifacts", str(tmp / "art"),
-              "--train-dir", str(tmp / "out")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, tmp)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, tmp, "out") as (page, base):
         page.goto(f"{base}/training?id={RUN}")
         page.wait_for_selector("#grad-chart canvas")
         shown = page.locator("#charts").get_attribute("data-shown").split()
@@ -83,6 +78,3 @@ def test_every_step_reaches_the_training_page(
         assert not any(re.fullmatch(r"\[\d+\]", t) for t in texts)  # text, not [id]
         assert page.locator("#group-table tr").count() == 3  # the sample and its sibling
         page.screenshot(path=str(shots / "trajectory-train-live.png"), full_page=True)
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

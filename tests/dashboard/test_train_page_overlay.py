@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from megaflow.app.training.curve import Curve, StepPoint
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 from tests.dashboard.test_train_page_sets import _stores
 
 pytestmark = pytest.mark.slow
@@ -53,12 +53,7 @@ def site(tmp_path: Path) -> Path:
 def test_a_run_is_overlaid_with_its_control_from_its_own_page(
     site: Path, browser: Any, shots: Path
 ) -> None:
-    stores = ["--db", str(site / "m.db"), "--artifacts", str(site / "art"),
-              "--train-dir", str(site / "train")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, site)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, site) as (page, base):
         page.goto(f"{base}/training")
         page.wait_for_selector("#training-table")
         rows = page.locator("#training-table tr").all_inner_texts()
@@ -89,6 +84,3 @@ def test_a_run_is_overlaid_with_its_control_from_its_own_page(
         assert "arm-control: train reward" in legend
         assert page.locator("#ov-b").input_value() == "arm-control"  # the pair kept
         page.screenshot(path=str(shots / "training-vs-control.png"), full_page=True)
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

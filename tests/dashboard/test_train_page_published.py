@@ -23,7 +23,7 @@ import pytest
 
 from megaflow.app.training.loop import TrainLoop
 from megaflow.config import parse_config
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 from tests.train_loop.conftest import policy, train_config
 
 __all__ = ["policy"]  # the session fixture, shared with tests/train_loop
@@ -63,12 +63,7 @@ def test_a_curve_named_elsewhere_reaches_the_page_as_it_grows(
         assert s["train_s"] is not None
         assert s["rollout_s"] is not None
         assert s["rollout_s"] + s["train_s"] <= s["seconds"]
-    stores = ["--db", str(tmp / "m.db"), "--artifacts", str(tmp / "art"),
-              "--train-dir", str(tmp / "out")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, tmp)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, tmp, "out") as (page, base):
         page.goto(f"{base}/training?id={RUN}")
         page.wait_for_selector("#time-chart canvas")
         shown = page.locator("#charts").get_attribute("data-shown").split()
@@ -84,6 +79,3 @@ def test_a_curve_named_elsewhere_reaches_the_page_as_it_grows(
         assert "loss" not in heads
         assert "grad norm" not in heads
         page.screenshot(path=str(shots / "training-no-update.png"), full_page=True)
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

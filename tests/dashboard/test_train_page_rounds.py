@@ -17,7 +17,7 @@ import pytest
 
 from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from tests.dashboard.seed_rl import RUN, seed_curves, seed_rl
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -38,12 +38,7 @@ def site(tmp_path: Path) -> Path:
 def test_each_held_out_round_has_its_figures_and_its_rollouts(
     site: Path, browser: Any, shots: Path
 ) -> None:
-    stores = ["--db", str(site / "m.db"), "--artifacts", str(site / "art"),
-              "--train-dir", str(site / "train")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, site)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, site) as (page, base):
         page.goto(f"{base}/training?id={RUN}")
         page.wait_for_selector("#rounds-table")
         heads = page.locator("#rounds-table th").all_inner_texts()
@@ -61,6 +56,3 @@ def test_each_held_out_round_has_its_figures_and_its_rollouts(
         )
         ids = page.locator("#tasks-table tr td:first-child").all_inner_texts()
         assert all(".e00000." in i for i in ids), ids[:3]
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)

@@ -23,7 +23,7 @@ from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.dashboard.training import TrainingRuns
 from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import signed_in
 
 TOKEN = "s" * 32
 H = {"authorization": f"Bearer {TOKEN}"}
@@ -113,13 +113,7 @@ def seeded(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_the_training_page_shows_each_held_out_set(seeded: Path, browser: Any, shots: Path) -> None:
-    tmp_path = seeded
-    stores = ["--db", str(tmp_path / "m.db"), "--artifacts", str(tmp_path / "art"),
-              "--train-dir", str(tmp_path / "train")]  # fmt: skip
-    dash, base, link = start_dashboard(stores, tmp_path)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(link)
+    with signed_in(browser, seeded) as (page, base):
         page.goto(f"{base}/training?id=sets")
         page.wait_for_selector("#heldout-sets-table")
         rows = page.locator("#heldout-sets-table tr").all_inner_texts()
@@ -134,6 +128,3 @@ def test_the_training_page_shows_each_held_out_set(seeded: Path, browser: Any, s
         page.wait_for_selector("#steps-table")
         assert page.locator("#heldout-sets").is_hidden()
         assert "held-out qa" not in page.locator("#reward-chart").inner_text()
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)
