@@ -63,8 +63,14 @@ def lose_in_a_stall(loop: asyncio.AbstractEventLoop, sandbox: Sandbox, until: fl
     the second block (the deadline) fires in between."""
     assert isinstance(sandbox, LocalSandbox)
     assert sandbox.proc is not None
-    sandbox.proc.send_signal(signal.SIGKILL)  # bubblewrap: its pid namespace dies with it
-    time.sleep(0.5)  # the exec server's end of the pipe is closed by now
+    if sandbox.cgroup is not None:  # as the host ends a sandbox: through its groups
+        sandbox.cgroup.kill_all()
+        gone_by = time.monotonic() + 10
+        while sandbox.cgroup.pids_in() and time.monotonic() < gone_by:
+            time.sleep(0.01)
+    else:  # bubblewrap: its pid namespace dies with it
+        sandbox.proc.send_signal(signal.SIGKILL)
+    time.sleep(0.3)  # the exec server's end of the pipe is closed by now
     loop.call_at(loop.time(), lambda: time.sleep(max(0.0, until - loop.time())))
 
 
@@ -230,7 +236,7 @@ async def test_the_builtin_agent_hanging_in_a_real_run_ends_timed_out_without_a_
         cfg = inline_job(
             tmp_path, openai_model(server.base_url), n, max_attempts=3, deadline_s=DEADLINE_S
         )
-        cfg["scheduler"]["max_concurrency"] = n
+        cfg["scheduler"]["max_concurrency"] = 1  # one stall at a time: each attempt hits it
         async with Job(parse_config(cfg)) as job:
             await job.submit()
             seen: set[str] = set()
@@ -247,3 +253,25 @@ async def test_the_builtin_agent_hanging_in_a_real_run_ends_timed_out_without_a_
         assert [a.error_kind for a in attempts] == [ErrorKind.TIMEOUT], said  # no retry
         assert led.results[tid].error_kind is ErrorKind.TIMEOUT
     assert len(seen) == n  # one attempt each
+
+
+async def test_a_reply_to_a_call_cancelled_in_the_same_turn_is_dropped_not_a_violation(
+    pool: SandboxPool,
+) -> None:
+    """The command's reply is read in the turn its caller's cancel falls due: the
+    reply is late, not a reply to no request (a protocol violation, which tears
+    the sandbox down); the sandbox serves the next call."""
+    loop = asyncio.get_running_loop()
+    sandbox = await pool.acquire(SPEC, owner="t")
+    try:
+        call = asyncio.ensure_future(sandbox.exec("sleep 0.3", timeout=30))
+        await asyncio.sleep(0.1)
+        loop.call_at(loop.time() + 0.1, call.cancel)  # due in the block below
+        loop.call_soon(time.sleep, 1.0)  # the reply arrives while the loop is blocked
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert isinstance(sandbox, LocalSandbox)
+        assert sandbox.violation is None
+        assert (await sandbox.exec("echo on", timeout=30)).stdout == "on\n"
+    finally:
+        await pool.release(sandbox, broken=True)
