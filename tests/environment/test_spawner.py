@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from megaflow.core.errors import SandboxError, SandboxStartError
+from megaflow.core.errors import SandboxStartError
 from megaflow.environment.abstract import EnvironmentSpec, Sandbox
 from megaflow.environment.local import LocalRuntime
 
@@ -157,8 +157,7 @@ async def test_limits_the_agent_sets_on_the_spawner_never_reach_a_later_command(
     the sandbox's limits."""
     async with await local.create(EnvironmentSpec()) as sb:
         normal = (await sb.exec("ulimit -n; ulimit -f")).stdout
-        lowered = await sb.exec("prlimit --pid $PPID --nofile=16:16 --fsize=0:0; echo $?")
-        assert lowered.stdout == "0\n", lowered  # the agent may do it
+        await _change(sb, "prlimit --pid $PPID --nofile=16:16 --fsize=0:0")
         await _never_inherited(sb, "ulimit -n; ulimit -f", normal)
 
 
@@ -167,7 +166,7 @@ async def test_a_priority_the_agent_sets_on_the_spawner_never_reaches_a_later_co
 ) -> None:
     async with await local.create(EnvironmentSpec()) as sb:
         normal = (await sb.exec("nice")).stdout
-        assert (await sb.exec("renice -n 19 -p $PPID >/dev/null; echo $?")).stdout == "0\n"
+        await _change(sb, "renice -n 19 -p $PPID >/dev/null")
         await _never_inherited(sb, "nice", normal)
 
 
@@ -178,20 +177,46 @@ async def test_a_scheduling_policy_the_agent_sets_on_the_spawner_never_reaches_a
         policy = "chrt -p $$ | head -1 | cut -d: -f2"
         normal = (await sb.exec(policy)).stdout
         assert "SCHED_OTHER" in normal, normal
-        assert (await sb.exec("chrt -i -p 0 $PPID; echo $?")).stdout == "0\n"
+        await _change(sb, "chrt -i -p 0 $PPID")
         await _never_inherited(sb, policy, normal)
+
+
+async def _change(sb: Sandbox, command: str) -> None:
+    """The agent may change its spawner (``command`` succeeds), unless the
+    spawner's check after the start saw the change first and killed it (137)."""
+    changed = await sb.exec(f"{command}; echo $?")
+    assert changed.stdout == "0\n" or changed.exit_code == 137, changed
 
 
 async def _never_inherited(sb: Sandbox, command: str, normal: str) -> None:
     """The next command runs with the sandbox's own settings (``normal``), or,
-    when the spawner saw the change only at that start, fails naming the
-    spawner (the spawner's check after the changing command's start may come
-    before or after the change); the one after it runs with ``normal``."""
-    try:
-        first = (await sb.exec(command)).stdout
-    except SandboxError as e:
-        first = str(e)
-        if "spawner" in first:
-            first = normal
-    assert first == normal, (normal, first)
+    when the spawner saw the change only at that start, fails with exit 126
+    naming the spawner (the spawner's check after the changing command's
+    start may come before or after the change); the one after it runs with
+    ``normal``."""
+    first = await sb.exec(command)
+    if first.exit_code == 126:
+        assert "the command spawner" in first.stderr, first
+    else:
+        assert first.stdout == normal, (normal, first)
     assert (await sb.exec(command)).stdout == normal
+
+
+async def test_a_spawner_the_agent_kills_mid_start_fails_the_command_not_the_sandbox(
+    local: LocalRuntime,
+) -> None:
+    """The agent (same uid) kills every spawner as soon as it appears: an exec
+    whose spawner died before reporting its command ends with exit 126, the
+    command's failure, never a SandboxError (infrastructure, retried): an
+    agent must not be able to turn its own sample into a retry."""
+    async with await local.create(EnvironmentSpec()) as sb:
+        killer = "while :; do pkill -9 -P 2 -u 1000 -x python3; done"
+        await sb.exec(f"setsid sh -c '{killer}' >/dev/null 2>&1 &")
+        codes: dict[int, int] = {}
+        for _ in range(60):
+            result = await sb.exec("true")
+            codes[result.exit_code] = codes.get(result.exit_code, 0) + 1
+            if result.exit_code:
+                assert result.exit_code == 126, result
+                assert "the command spawner" in result.stderr, result
+        assert codes.get(126, 0) > 0, codes  # the attack did reach starts in flight

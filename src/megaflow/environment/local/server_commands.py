@@ -36,6 +36,15 @@ else:
     import _signal as signal
 
 
+INSIDE_CAUSES = (errno.EAGAIN, errno.ENOMEM, errno.ECHILD)
+"""Why a command could not start that only the sandbox's own processes can
+cause: they filled its pids or memory limit (``EAGAIN``, ``ENOMEM``), or
+killed or stopped the spawner, which runs with their uid, before it reported
+the command (``ECHILD``). Such an exec ends as the command's failure (exit
+126 and the reason on stderr), never as the sandbox's: an agent must not be
+able to turn its sample into an infrastructure error that is retried."""
+
+
 class Commands:
     """The running commands of one exec server, by pid and by pipe fd.
 
@@ -72,9 +81,17 @@ class Commands:
     def op_exec(self, head: Head, body: bytes) -> None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        started: int | str
+        code = 127
         try:
             started = self.start_command(head, out_w, err_w)
-        except BaseException:  # e.g. the pids limit is reached
+        except OSError as e:
+            if e.errno not in INSIDE_CAUSES:
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                raise
+            started, code = e.strerror or str(e), 126
+        except BaseException:
             for fd in (out_r, err_r):
                 os.close(fd)
             raise
@@ -85,7 +102,7 @@ class Commands:
             os.close(out_r)
             os.close(err_r)
             text = f"megaflow: cannot run {head['argv'][0]!r}: {started}\n".encode()
-            self.send({"id": head["id"], "exit_code": 127, "stdout_len": 0, "truncated": False,
+            self.send({"id": head["id"], "exit_code": code, "stdout_len": 0, "truncated": False,
                        "timed_out": False, "duration_s": 0.0}, text)  # fmt: skip
             return
         pid = started

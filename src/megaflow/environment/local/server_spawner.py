@@ -37,11 +37,14 @@ Guarantees kept, and how:
   server is the sandbox's child subreaper, so the spawner's commands become
   its children: it reaps them and answers their execs as usual. Only a
   request the spawner had taken but not answered fails (it sends the pid
-  right after the start, but a command may kill it first).
-- *A full sandbox is the sandbox's error.* A start that fails for want of a
-  process or memory (``EAGAIN``, ``ENOMEM``: the pids limit) fails the exec as
-  the server's own fork would; any other failure (no such command, a bad
-  cwd) is the command's: exit 127 and the reason on stderr.
+  right after the start, but a command may kill it first): exit 126, never
+  the sandbox's error, as the agent killed it.
+- *A full sandbox is the agent's doing.* A start that fails for want of a
+  process or memory (``EAGAIN``, ``ENOMEM``: the pids or memory limit, which
+  only the sandbox's processes fill) ends that exec with exit 126 and the
+  reason on stderr, as does one whose spawner was killed or stopped before
+  it reported the command (``server_commands.INSIDE_CAUSES``); any other
+  failure (no such command, a bad cwd) is the command's: exit 127.
 
 Messages are ``marshal``'ed tuples on a ``SOCK_SEQPACKET`` socket pair:
 ``(argv, env, cwd)`` with two fds from the server; ``("pid", pid)``,
