@@ -16,13 +16,15 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+
+from tests.fixtures.servers import need_binary
 
 REPO = Path(__file__).resolve().parents[2]
 MEGAFLOW = str(Path(sys.executable).parent / "megaflow")
@@ -80,6 +82,42 @@ def signed_in(
         page = browser.new_page(viewport={"width": width, "height": 900})
         page.goto(link)
         yield page, base
+    finally:
+        dash.terminate()
+        dash.wait(timeout=10)
+
+
+def seed_stores(tmp: Path, seeder: Callable[[Any, Any, Path], Awaitable[Any]]) -> None:
+    """Fill ``tmp``'s stores (SQLite ``m.db``, artifacts under ``art``) with ``seeder``."""
+    from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
+
+    async def seed() -> None:
+        meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
+        art = LocalArtifactsConfig(root=str(tmp / "art")).build()
+        async with meta, art:
+            await seeder(meta, art, tmp)
+
+    asyncio.run(seed())
+
+
+@contextlib.contextmanager
+def browsing(stores: list[str], tmp: Path) -> Iterator[tuple[Any, Any, str]]:
+    """A dashboard over ``stores`` and a Chromium of its own signed in to it, on
+    the runs page: (browser, page, the dashboard's address). Both stop after."""
+    dash, base, link = start_dashboard(stores, tmp)
+    try:
+        chromium = need_binary("chromium", "Debian's chromium; run scripts/install-sysdeps.sh")
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=chromium, headless=True, args=["--no-sandbox"]
+            )
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(link)
+            page.wait_for_selector("#runs-table")
+            yield browser, page, base
+            browser.close()
     finally:
         dash.terminate()
         dash.wait(timeout=10)

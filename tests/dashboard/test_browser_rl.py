@@ -11,7 +11,6 @@ training curves (a trained run and its control). Every page is also shot at
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
@@ -34,8 +33,7 @@ from tests.dashboard.seed_rl import (
     seed_rl,
     step,
 )
-from tests.dashboard.test_browser import MEGAFLOW, run_config, start_dashboard
-from tests.fixtures.servers import need_binary
+from tests.dashboard.test_browser import MEGAFLOW, browsing, run_config, seed_stores
 
 WIDTHS = (1400, 800)
 
@@ -43,18 +41,9 @@ WIDTHS = (1400, 800)
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The seeded stores, a live run into them, the dashboard over them and one browser."""
-    from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-
     tmp = tmp_path_factory.mktemp("rl-dash")
     config = run_config(tmp)  # its stores are tmp/m.db and tmp/art
-
-    async def seed() -> None:
-        meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
-        art = LocalArtifactsConfig(root=str(tmp / "art")).build()
-        async with meta, art:
-            await seed_rl(meta, art, tmp)
-
-    asyncio.run(seed())
+    seed_stores(tmp, seed_rl)
     seed_curves(tmp / "train")
     text = config.read_text().replace("limit: 5", "limit: 2").replace("samples: 2", "samples: 1")
     config.write_text(text)
@@ -63,23 +52,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     stores = ["--config", str(config), "--train-dir", str(tmp / "train")]
-    dash, base, link = start_dashboard(stores, tmp)
-    chromium = need_binary("chromium", "Debian's chromium; run scripts/install-sysdeps.sh")
-    from playwright.sync_api import sync_playwright
-
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=chromium, headless=True, args=["--no-sandbox"]
-            )
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(link)
-            page.wait_for_selector("#runs-table")
+        with browsing(stores, tmp) as (browser, page, base):
             yield {"base": base, "page": page, "browser": browser, "run": run, "tmp": tmp}
-            browser.close()
     finally:
-        dash.terminate()
-        dash.wait(timeout=10)
         if run.poll() is None:
             run.terminate()
             run.wait(timeout=30)

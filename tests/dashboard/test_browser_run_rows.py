@@ -15,51 +15,26 @@ Screenshots (``.megaflow/test-artifacts/dashboard/``): ``runs-rows-{1400,800}.pn
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.dashboard.seed_rl import CANCELLED, CONTROL, DEAD, RUN, seed_rl
-from tests.dashboard.test_browser import start_dashboard
+from tests.dashboard.test_browser import browsing, seed_stores, start_dashboard
 from tests.dashboard.test_browser_rl import WIDTHS, shoot
-from tests.fixtures.servers import free_port, need_binary
+from tests.fixtures.servers import free_port
 
 LINE = 20.0  # px: one line of the dashboard's 14 px text at line-height 1.4
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-
     tmp = tmp_path_factory.mktemp("rows")
-
-    async def seed() -> None:
-        meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
-        art = LocalArtifactsConfig(root=str(tmp / "art")).build()
-        async with meta, art:
-            await seed_rl(meta, art, tmp)
-
-    asyncio.run(seed())
+    seed_stores(tmp, seed_rl)
     stores = ["--db", str(tmp / "m.db"), "--artifacts", str(tmp / "art")]
-    dash, base, link = start_dashboard(stores, tmp)
-    chromium = need_binary("chromium", "Debian's chromium; run scripts/install-sysdeps.sh")
-    from playwright.sync_api import sync_playwright
-
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=chromium, headless=True, args=["--no-sandbox"]
-            )
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(link)
-            page.wait_for_selector("#runs-table")
-            yield {"base": base, "page": page, "tmp": tmp}
-            browser.close()
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)
+    with browsing(stores, tmp) as (_, page, base):
+        yield {"base": base, "page": page, "tmp": tmp}
 
 
 def row_lines(page: Any, table: str) -> list[float]:

@@ -14,7 +14,6 @@ serves both. Screenshots at 1400 and 800 px go to
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from collections.abc import Iterator
@@ -25,9 +24,8 @@ import pytest
 import yaml
 
 from tests.dashboard.seed_inspector import FEEDBACK, GROUP, PROMPT, SAID, TIMED_OUT, seed_inspector
-from tests.dashboard.test_browser import MEGAFLOW, run_config, start_dashboard
+from tests.dashboard.test_browser import MEGAFLOW, browsing, run_config, seed_stores
 from tests.dashboard.test_browser_rl import shoot
-from tests.fixtures.servers import need_binary
 from tests.reliability.openai_server import flaky_openai
 
 pytestmark = pytest.mark.slow
@@ -40,18 +38,9 @@ def _behave(n: int, body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
-
     tmp = tmp_path_factory.mktemp("inspector")
     config = run_config(tmp)  # its stores are tmp/m.db and tmp/art
-
-    async def seed() -> None:
-        meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
-        art = LocalArtifactsConfig(root=str(tmp / "art")).build()
-        async with meta, art:
-            await seed_inspector(meta, art, tmp)
-
-    asyncio.run(seed())
+    seed_stores(tmp, seed_inspector)
     with flaky_openai(_behave) as server:
         cfg = yaml.safe_load(config.read_text())
         cfg.update(name="errored", samples=1, deadline_s=20, max_attempts=1)
@@ -65,23 +54,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             timeout=300,
         )  # fmt: skip
     assert "2/2" in done.stdout, done.stdout + done.stderr  # both ended (the checks fail)
-    dash, base, link = start_dashboard(["--config", str(config)], tmp)
-    chromium = need_binary("chromium", "Debian's chromium; run scripts/install-sysdeps.sh")
-    from playwright.sync_api import sync_playwright
-
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=chromium, headless=True, args=["--no-sandbox"]
-            )
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(link)
-            page.wait_for_selector("#runs-table")
-            yield {"base": base, "page": page}
-            browser.close()
-    finally:
-        dash.terminate()
-        dash.wait(timeout=10)
+    with browsing(["--config", str(config)], tmp) as (_, page, base):
+        yield {"base": base, "page": page}
 
 
 def _open_task(page: Any, base: str, name: str) -> dict[str, str]:
