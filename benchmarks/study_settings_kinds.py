@@ -235,7 +235,8 @@ def seeds(dirs: list[Path], out: Path | None) -> None:
             f"Written {now} by `benchmarks/study_settings_kinds.py seeds` at commit {commit}, "
             "from each seed's `megaflow train` curves; pass@1 sampled at temperature 1 over "
             "4 samples of each of the 32 held-out tasks, with its 95% interval; greedy one "
-            "sample each.\n\n" + "\n".join(rows) + "\n"
+            "sample each. Each row is one directory of a seed's two arms; load: the 1, 5 and "
+            "15-minute load averages when each arm started and ended.\n\n" + "\n".join(rows) + "\n"
         )
 
 
