@@ -12,15 +12,15 @@ loop that take time (class attributes, put back when the block ends):
 - ``train``: the trainer's optimizer step (``Trainer.step``);
 - ``export`` / ``write`` / ``load``: a weight push's parts: the trainer's state
   dict for inference, the checkpoint written to disk, and each engine loading it
-  (``OpenAIBackend.update_weights``, labelled with the engine);
-- ``eval``: a held-out round (``TrainLoop._evaluate``).
+  (``OpenAIBackend.update_weights``, labelled with the engine).
 
 :class:`CpuSampler` reads ``/proc`` every ``period_s`` in a thread: the CPU
-seconds of this process (the loop, scheduler, agents and trainer; its reaped
-children, which are the sandboxes' and graders' commands; its live children)
-and of each engine process, and the whole machine's busy time, so a phase can
-be told apart as waiting or computing, and the run's own share of the 2 cores
-from the other work on the machine. :mod:`timeline_report` reads both.
+seconds of this process (the loop, scheduler, agents and trainer), of the
+local sandboxes' processes (through the cgroups the runtime makes for them)
+and any other child of this process, of each engine process, and the whole
+machine's busy time, so a phase can be told apart as waiting or computing, and
+the run's own share of the 2 cores from the other work on the machine.
+:mod:`timeline_report` reads both.
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ class Recorder:
     @contextlib.contextmanager
     def recording(self) -> Iterator[Recorder]:
         from megaflow.app.attempt import AgentExecutor
-        from megaflow.app.training.loop import TrainLoop
         from megaflow.app.training.rollouts import Rollouts
         from megaflow.model.openai_compat import OpenAIBackend
         from megaflow.train.trainer import Trainer
@@ -104,7 +103,6 @@ class Recorder:
         self._patch(Trainer, "state_dict_for_inference", "export", nothing)
         self._patch(DiskWeightSync, "write", "write", lambda _s, _w, v: f"v{v}")
         self._patch(OpenAIBackend, "update_weights", "load", lambda s, *_: s.base_url)
-        self._patch(TrainLoop, "_evaluate", "eval", lambda _s, _r, step: str(step))
         try:
             yield self
         finally:
