@@ -50,7 +50,8 @@ pytestmark = pytest.mark.container
 
 IMAGE = "localhost/megaflow-kube-play:test"
 SRC = Path(megaflow.__file__).resolve().parents[1]  # the checkout's src/ (editable install)
-HOST_PATHS = sorted({"/usr", sys.base_prefix, sys.prefix, str(SRC)})
+VENV = Path(sys.prefix).resolve()  # mounted where it really is: a linked venv's link is not
+HOST_PATHS = sorted({"/usr", sys.base_prefix, str(VENV), str(SRC)})
 PROBE_WAIT_S = 25.0
 
 
@@ -77,7 +78,7 @@ def _service_rootfs() -> bytes:
 def service_image(podman_service: PodmanService, tmp_path_factory: pytest.TempPathFactory) -> str:
     tar = tmp_path_factory.mktemp("kube-play") / "rootfs.tar"
     tar.write_bytes(_service_rootfs())
-    path = f"PATH={sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
+    path = f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin"
     r = podman_service.podman(
         "import", "--change", f"ENV {path}", "--change", "WORKDIR /var/lib/megaflow",
         str(tar), IMAGE,
