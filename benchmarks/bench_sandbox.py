@@ -299,7 +299,6 @@ if __name__ == "__main__":
     parsed = parser.parse_args()
     if parsed.n < 0:
         parser.error("--n must be positive")
-    parsed.n = parsed.n or {"mounts": 20, "cgroups": 256, "cold": 48, "density": 1024}.get(
-        parsed.mode, 0
-    )
+    defaults = {"mounts": 20, "cgroups": 256, "cold": 48, "exec": 300, "density": 1024}
+    parsed.n = parsed.n or defaults.get(parsed.mode, 0)
     asyncio.run(main(parsed))
