@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.dashboard.training import TrainingRuns
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from tests.dashboard.seed_rl import (
     AGENT_ERROR,
     CANCELLED,
@@ -32,6 +31,7 @@ from tests.dashboard.seed_rl import (
     seed_curves,
     seed_rl,
 )
+from tests.dashboard.stores import open_stores
 
 TOKEN = "r" * 32
 H = {"authorization": f"Bearer {TOKEN}"}
@@ -39,17 +39,12 @@ H = {"authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
-    meta = SqliteMetadataConfig(path=str(tmp_path / "m.db")).build()
-    art = LocalArtifactsConfig(root=str(tmp_path / "art")).build()
-    await meta.start()
-    await art.start()
-    await seed_rl(meta, art, tmp_path)
-    seed_curves(tmp_path / "train")
-    training = TrainingRuns(art, tmp_path / "train", "train/checkpoints")
-    auth = DashboardAuth(TOKEN)
-    yield TestClient(create_app(meta, art, auth, training=training), follow_redirects=False)
-    await art.stop()
-    await meta.stop()
+    async with open_stores(tmp_path) as (meta, art):
+        await seed_rl(meta, art, tmp_path)
+        seed_curves(tmp_path / "train")
+        training = TrainingRuns(art, tmp_path / "train", "train/checkpoints")
+        auth = DashboardAuth(TOKEN)
+        yield TestClient(create_app(meta, art, auth, training=training), follow_redirects=False)
 
 
 def test_task_says_why_it_failed(client: TestClient) -> None:

@@ -24,6 +24,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.dashboard.stores import open_stores
 from tests.fixtures.servers import need_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,12 +90,9 @@ def signed_in(
 
 def seed_stores(tmp: Path, seeder: Callable[[Any, Any, Path], Awaitable[Any]]) -> None:
     """Fill ``tmp``'s stores (SQLite ``m.db``, artifacts under ``art``) with ``seeder``."""
-    from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 
     async def seed() -> None:
-        meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
-        art = LocalArtifactsConfig(root=str(tmp / "art")).build()
-        async with meta, art:
+        async with open_stores(tmp) as (meta, art):
             await seeder(meta, art, tmp)
 
     asyncio.run(seed())

@@ -23,7 +23,7 @@ from megaflow.core.trajectory import Trajectory
 from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.storage.abstract import ArtifactStore, MetadataStore
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
+from tests.dashboard.stores import open_stores
 
 TOKEN = "a" * 32
 H = {"authorization": f"Bearer {TOKEN}"}
@@ -66,15 +66,10 @@ RUNS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
-    meta = SqliteMetadataConfig(path=str(tmp_path / "m.db")).build()
-    art = LocalArtifactsConfig(root=str(tmp_path / "art")).build()
-    await meta.start()
-    await art.start()
-    for run, algo in RUNS.items():
-        await _seed(meta, art, run, algo)
-    yield TestClient(create_app(meta, art, DashboardAuth(TOKEN)), follow_redirects=False)
-    await art.stop()
-    await meta.stop()
+    async with open_stores(tmp_path) as (meta, art):
+        for run, algo in RUNS.items():
+            await _seed(meta, art, run, algo)
+        yield TestClient(create_app(meta, art, DashboardAuth(TOKEN)), follow_redirects=False)
 
 
 def _group(client: TestClient, run: str) -> dict[str, Any]:

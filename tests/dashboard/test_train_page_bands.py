@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
+from tests.dashboard.stores import open_stores
 from tests.dashboard.test_browser import signed_in
-from tests.dashboard.test_train_page_sets import _stores
 
 pytestmark = pytest.mark.slow
 RUNS = {"arm": ("none", (0.2, 0.5, 0.8)), "arm-control": ("shuffled", (0.2, 0.25, 0.2))}
@@ -44,7 +44,7 @@ def site(tmp_path: Path) -> Path:
         _curve(run, control, rewards).write_json(tmp_path / "train" / run / "curve.json")
 
     async def create() -> None:  # the dashboard opens an existing database only
-        async for _ in _stores(tmp_path):
+        async with open_stores(tmp_path):
             pass
 
     asyncio.run(create())

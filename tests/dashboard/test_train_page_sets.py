@@ -22,7 +22,7 @@ from megaflow.app.training.curve import Curve, EvalPoint, StepPoint
 from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.dashboard.training import TrainingRuns
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
+from tests.dashboard.stores import open_stores
 from tests.dashboard.test_browser import signed_in
 
 TOKEN = "s" * 32
@@ -50,22 +50,10 @@ def write_curves(train_dir: Path) -> None:
     Curve(run_id="plain", steps=steps, evals=[plain]).write_json(train_dir / "plain" / "curve.json")
 
 
-async def _stores(tmp: Path) -> AsyncIterator[tuple[Any, Any]]:
-    meta = SqliteMetadataConfig(path=str(tmp / "m.db")).build()
-    art = LocalArtifactsConfig(root=str(tmp / "art")).build()
-    await meta.start()
-    await art.start()
-    try:
-        yield meta, art
-    finally:
-        await art.stop()
-        await meta.stop()
-
-
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
     write_curves(tmp_path / "train")
-    async for meta, art in _stores(tmp_path):
+    async with open_stores(tmp_path) as (meta, art):
         training = TrainingRuns(art, tmp_path / "train", "train/checkpoints")
         yield TestClient(create_app(meta, art, DashboardAuth(TOKEN), training=training))
 
@@ -104,7 +92,7 @@ def seeded(tmp_path: Path) -> Path:
     write_curves(tmp_path / "train")
 
     async def create() -> None:
-        async for _ in _stores(tmp_path):
+        async with open_stores(tmp_path):
             pass
 
     asyncio.run(create())

@@ -16,7 +16,6 @@ from fastapi.testclient import TestClient
 from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.decoding import token_pieces
 from megaflow.dashboard.server import create_app
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
 from tests.dashboard.seed_inspector import (
     GROUP,
     PROMPT,
@@ -25,6 +24,7 @@ from tests.dashboard.seed_inspector import (
     byte_tokenizer,
     seed_inspector,
 )
+from tests.dashboard.stores import open_stores
 
 TOKEN = "i" * 32
 H = {"authorization": f"Bearer {TOKEN}"}
@@ -32,14 +32,9 @@ H = {"authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
-    meta = SqliteMetadataConfig(path=str(tmp_path / "m.db")).build()
-    art = LocalArtifactsConfig(root=str(tmp_path / "art")).build()
-    await meta.start()
-    await art.start()
-    await seed_inspector(meta, art, tmp_path)
-    yield TestClient(create_app(meta, art, DashboardAuth(TOKEN)), follow_redirects=False)
-    await art.stop()
-    await meta.stop()
+    async with open_stores(tmp_path) as (meta, art):
+        await seed_inspector(meta, art, tmp_path)
+        yield TestClient(create_app(meta, art, DashboardAuth(TOKEN)), follow_redirects=False)
 
 
 def test_byte_level_tokens_read_as_the_text(tmp_path: Path) -> None:
