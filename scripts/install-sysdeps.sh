@@ -33,6 +33,10 @@ NEEDED=(
   "nsenter:util-linux"                    # tests: a look into a sandbox's namespaces
   "unshare:util-linux"                    # tests: the contract suite's namespace escape attempt
   "taskset:util-linux"                    # benchmarks: the rollout on 1 and on 2 cores (bench_cores)
+  "chrt:util-linux"                       # tests: an agent changing its spawner's scheduling policy
+  "prlimit:util-linux"                    # tests: an agent lowering its spawner's limits
+  "pkill:procps"                          # tests: an agent killing every spawner it sees
+  "ps:procps"                             # tests: the processes left in a sandbox
   "useradd:passwd"                        # tests: that user
   "initdb:postgresql"                     # tests: a throw-away PostgreSQL
   "pg_ctl:postgresql"
