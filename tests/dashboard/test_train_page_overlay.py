@@ -71,7 +71,8 @@ def test_a_run_is_overlaid_with_its_control_from_its_own_page(
         page.set_viewport_size({"width": 1400, "height": 900})
         page.goto(f"{base}/training?id=arm")
         page.wait_for_selector("#loss-chart canvas")
-        assert page.locator("#overlay").is_visible()
+        # the picker fills from its own request, after or before the charts: wait for it
+        page.wait_for_selector("#overlay", state="visible", timeout=10_000)
         page.wait_for_function("() => document.getElementById('ov-b').value === 'arm-control'")
         assert page.locator("#ov-a").input_value() == "arm"
         page.locator("#ov-go").click()
