@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ab import interleave, order_text, ratios, spread
-from report import add_rule_args, begin, report
+from report import LOAD_AT_START, add_rule_args, begin, report
 
 HERE = Path(__file__).resolve().parent
 CORE_SETS = ("0", "0,1")
@@ -86,7 +86,9 @@ def main() -> None:
         "measures scaling."
     )
     report("cores", "Scaling with cores: 1 core against 2 (taskset)",
-           ["figure", "1 core", "2 cores"], rows, notes, args=args, reps=args.reps)  # fmt: skip
+           ["figure", "1 core", "2 cores"], rows, notes, args=args, reps=args.reps,
+           load_before=LOAD_AT_START,
+           self_loading=f"{n:,} concurrent sandboxed episodes in each run")  # fmt: skip
 
 
 if __name__ == "__main__":

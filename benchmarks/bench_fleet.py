@@ -538,6 +538,7 @@ def main() -> None:
         rows,
         notes,
         load_before=LOAD_AT_START,
+        self_loading="Ray nodes (a raylet and a worker process per slot each) and sandboxes",
         args=args,
         reps=reps,
     )

@@ -39,6 +39,8 @@ from rich.console import Console
 from rich.table import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# one-off studies, which `megaflow bench` does not run: results/ is rewritten whole by it
+STUDIES = Path(__file__).resolve().parent / "studies"
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_ENV = "MEGAFLOW_BENCH_RESULTS"
 ALLOW_DIRTY_ENV = "MEGAFLOW_BENCH_ALLOW_DIRTY"
@@ -277,8 +279,10 @@ def report(
     args: argparse.Namespace | None = None,
     seeds: Sequence[int] | None = None,
     reps: int | None = None,
+    folder: Path | None = None,
 ) -> None:
-    """Print the table and write ``<name>.md``; ``extra_md`` goes to the file only.
+    """Print the table and write ``<name>.md`` (into ``folder``, else the run's
+    results folder); ``extra_md`` goes to the file only.
     A dirty tree not allowed: the table is printed, not written, and the exit is 2."""
     tree = tree_state()
     line, ok = provenance(load_before, self_loading, args=args, seeds=seeds, reps=reps, tree=tree)
@@ -312,7 +316,7 @@ def report(
         lines += [notes, ""]
     if extra_md:
         lines += [extra_md, ""]
-    out = Path(os.environ.get(RESULTS_ENV) or RESULTS)
+    out = folder or results_dir()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.md").write_text("\n".join(lines))
 

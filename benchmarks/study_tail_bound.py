@@ -54,7 +54,7 @@ from megaflow.sim.families import (
 )
 from megaflow.sim.report import SimReport
 from megaflow.sim.studies import simulate
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, STUDIES, report
 
 if TYPE_CHECKING:
     from megaflow.scheduler.learned_net import Array
@@ -179,7 +179,7 @@ def main() -> None:
            ["family", "split", "best heuristic", "shortest-first: avg JCT",
             "best avg JCT within the tail rule", "reaches -20%",
             f"{PREDICTED}: avg / P99 / longest wait", f"{EXACT}: avg / P99 / longest wait"],
-           rows, notes, load_before=LOAD_AT_START, args=args)  # fmt: skip
+           rows, notes, load_before=LOAD_AT_START, args=args, folder=STUDIES)  # fmt: skip
 
 
 if __name__ == "__main__":

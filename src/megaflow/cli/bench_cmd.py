@@ -90,7 +90,7 @@ def bench(
     names: list[str] = typer.Argument(None, help="Benchmarks to run (e.g. store); all if none."),
     quick: bool = typer.Option(False, "--quick", help="Short runs, for a smoke test."),
     settle_s: float = typer.Option(
-        120.0, help="Longest wait before each benchmark for the load to fall to the core count."
+        300.0, help="Longest wait before each benchmark for the load to fall to the core count."
     ),
     bench_dir: Path = typer.Option(Path("benchmarks"), help="The benchmarks directory."),
     allow_dirty: bool = typer.Option(

@@ -55,10 +55,15 @@ class Reaper:
         self.process = process
         self.swept = 0
         """How many stray sandbox processes the marker sweep killed (last ``reap``)."""
+        self.left: list[Path] = []
+        """Groups of this process's own sandboxes still held by the kernel after
+        ``reap``: retry them on the next (a dead owner's are found again anyway)."""
 
-    def reap(self, live: set[str]) -> int:
+    def reap(self, live: set[str], pending: list[Path] | None = None) -> int:
         """Remove every orphan; return how many sandboxes were removed (the
-        processes the marker sweep killed are counted in ``swept``)."""
+        processes the marker sweep killed are counted in ``swept``). ``pending``:
+        groups of this process's torn-down sandboxes the kernel held too long."""
+        self.left = remove_groups(pending or [], timeout=0.0)
         count = 0
         now = time.time()
         if os.geteuid() == 0:  # first: a staged view keeps directories below it busy
@@ -101,7 +106,7 @@ class Reaper:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.bwrap_pid, signal.SIGKILL)
         paths = [Path(p) for p in record.cgroups]
-        remove_groups([p for p in paths if p.exists()])
+        self.left += remove_groups([p for p in paths if p.exists()])
 
     def _remove_dir(self, directory: Path) -> None:
         for point in mounts_below(directory):

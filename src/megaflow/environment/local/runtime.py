@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -33,6 +34,8 @@ from megaflow.environment.local.records import SandboxRecord, make_sandbox_dir, 
 from megaflow.environment.local.sandbox import LocalSandbox
 from megaflow.environment.local.staging import Staging
 from megaflow.monitoring.environment import EnvironmentMetrics
+
+log = logging.getLogger(__name__)
 
 
 def _checkout_of(path: Path) -> Path | None:
@@ -78,6 +81,8 @@ class LocalRuntime(Runtime):
         self._reap_task: asyncio.Task[None] | None = None
         self.reaped_at_start = 0
         self.swept = 0
+        self.pending_groups: list[Path] = []
+        """Groups of torn-down sandboxes the kernel still held; each reap retries them."""
         """Stray sandbox processes of dead makers the reaper's marker sweep killed so far."""
         self._stopped = False
         self._binds: dict[Path, list[str]] = {}
@@ -150,6 +155,12 @@ class LocalRuntime(Runtime):
                 pass
             self._reap_task = None
         await asyncio.gather(*(sb.teardown() for sb in list(self.sandboxes.values())))
+        if self.pending_groups:  # the last chance in this process; then a later one's reaper
+            left = await asyncio.to_thread(cgroups.remove_groups, self.pending_groups)
+            self.pending_groups = left
+            if left:
+                log.warning("%d cgroups are still held by the kernel; the next MegaFlow "
+                            "process on this host removes them", len(left))  # fmt: skip
         if self.layout is not None:  # other runtimes of this process may still use it
             for base in self.layout.bases():
                 with contextlib.suppress(OSError):
@@ -283,6 +294,10 @@ class LocalRuntime(Runtime):
 
     def _gone(self, sb: LocalSandbox) -> None:
         self.sandboxes.pop(sb.id, None)
+        if sb.left_groups:  # its processes are killed; the kernel has not let a group go yet
+            self.pending_groups += sb.left_groups
+            if self.metrics is not None:
+                self.metrics.failures.labels(self.name, "cgroup_deferred").inc()
         self.images.release(sb.image_key)
         sb.image_key = None
 
@@ -308,7 +323,9 @@ class LocalRuntime(Runtime):
             self.metrics.failures.labels(self.name, "reaped").inc(len(expired))
         live = {sb.id for sb in self.sandboxes.values()}
         reaper = Reaper(self.sandbox_root, self.layout, self.process)
-        orphans = await asyncio.to_thread(reaper.reap, live)
+        pending = list(self.pending_groups)  # kept whole if this is cancelled meanwhile
+        orphans = await asyncio.to_thread(reaper.reap, live, pending)
+        self.pending_groups = [p for p in self.pending_groups if p not in pending] + reaper.left
         self.swept += reaper.swept
         return len(expired) + orphans
 

@@ -52,6 +52,7 @@ class LocalSandbox(Sandbox):
         self._destroyed = False
         self._teardown_lock = asyncio.Lock()
         self.mounts: list[Path] = []  # host mounts of this sandbox, unmounted in order
+        self.left_groups: list[Path] = []  # cgroups its teardown left for the reaper to remove
         self.max_frame = 64 << 20
         self.violation: str | None = None
         self._violation_task: asyncio.Task[None] | None = None
@@ -243,7 +244,7 @@ class LocalSandbox(Sandbox):
             userns.umount(mount)
         remove_sandbox_dir(self.dir)
         if self.cgroup is not None:
-            self.cgroup.remove()
+            self.left_groups = self.cgroup.remove()
 
 
 class Terminal:
