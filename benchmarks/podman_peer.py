@@ -107,6 +107,7 @@ def podman_density(rootfs: Path, n: int, batch: int = 8) -> dict[str, float]:
             "MemAvailable": (before["MemAvailable"] - after["MemAvailable"]) / mib,
             "Slab": (after["Slab"] - before["Slab"]) / mib,
             "PageTables": (after["PageTables"] - before["PageTables"]) / mib,
+            "KernelStack": (after["KernelStack"] - before["KernelStack"]) / mib,
             "container PSS": box / mib,
             "conmon PSS": conmon / mib,
             "seconds to start all": took,

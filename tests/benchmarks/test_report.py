@@ -61,6 +61,26 @@ def test_a_busy_middle_makes_the_table_not_quotable() -> None:
     assert report.provenance(tree=clean, load=quiet.summary())[1]
 
 
+def test_the_benchmarks_own_load_from_a_point_on_does_not_decide() -> None:
+    """The density rows start a thousand sandboxes after every latency row: the load
+    they raise is shown, and only the samples before them decide."""
+    cores = os.cpu_count() or 1
+    clean = report.Tree("abc123", False, "")
+    for before, ok in ((0.5, True), (cores + 1.0, False)):
+        values = _reader([0.2, before, cores + 40.0, cores + 90.0])
+        sampler = report.LoadSampler(read=lambda values=values: next(values))
+        sampler.sample()
+        sampler.sample()
+        sampler.own_load("1,024 live sandboxes")
+        sampler.sample()
+        load = sampler.summary()
+        assert load.high == cores + 90.0
+        line, quotable = report.provenance(tree=clean, load=load)
+        assert quotable is ok
+        assert "From its 1,024 live sandboxes on, the load is the benchmark's own" in line
+        assert f"(max {max(0.2, before):.2f})" in line
+
+
 def test_the_sampler_samples_in_the_background() -> None:
     n = iter(range(10**6))
     sampler = report.LoadSampler(period_s=0.01, read=lambda: float(next(n))).start()
