@@ -127,7 +127,10 @@ class Reaper:
             for owner in base.iterdir():
                 if not owner.is_dir() or owner.name == self.process or key_alive(owner.name):
                     continue
-                groups = [p for p in owner.iterdir() if p.is_dir()]
+                try:  # another process's reaper may have removed it since the listing
+                    groups = [p for p in owner.iterdir() if p.is_dir()]
+                except FileNotFoundError:
+                    continue
                 dead.setdefault(owner.name, []).extend([*groups, owner])
         for paths in dead.values():
             remove_groups(paths)

@@ -191,7 +191,11 @@ def reap_stages(alive: Callable[[str], bool]) -> None:
     for owner in owners:
         if alive(owner.name):
             continue
-        for target in sorted(owner.iterdir(), key=lambda p: p.name):
+        try:  # another process's reaper may have removed it since the listing
+            targets = sorted(owner.iterdir(), key=lambda p: p.name)
+        except FileNotFoundError:
+            continue
+        for target in targets:
             with contextlib.suppress(OSError):
                 unstage(target)
         with contextlib.suppress(OSError):
