@@ -4,11 +4,13 @@ Each benchmark writes ``<name>.md`` into the results folder: the one
 ``megaflow bench`` gives it (``MEGAFLOW_BENCH_RESULTS``, a fresh folder per
 run), else ``benchmarks/results``. The rules (``benchmarks/README.md``):
 
-- **Load over the whole run.** Importing this module starts a thread that
-  reads ``/proc/loadavg`` every second until the table is written; the table
-  gives the samples' min / median / max, and is quotable only if every sample
-  stayed at or below the core count (the load at the start and end alone hides
-  a busy middle).
+- **Other work over the whole run.** Importing this module starts a thread
+  that, every second until the table is written, reads ``/proc/loadavg`` and
+  the CPU every process outside the benchmark used (:mod:`other_work`); the
+  table gives both, and is quotable only if other work stayed within
+  ``OTHERS_MEAN`` cores on average and ``OTHERS_PEAK`` at every sample (the
+  start and end alone hide a busy middle; the load counts the benchmark's own
+  work, so on two cores it cannot tell the two apart).
 - **A clean tree.** The table names its commit; a tree with changed tracked
   files is refused (exit 2) unless ``--allow-dirty`` (or
   ``MEGAFLOW_BENCH_ALLOW_DIRTY=1``, which ``megaflow bench --allow-dirty``
@@ -38,6 +40,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when imported as a package's
+from other_work import OtherWork
+
 RESULTS = Path(__file__).resolve().parent / "results"
 # one-off studies, which `megaflow bench` does not run: results/ is rewritten whole by it
 STUDIES = Path(__file__).resolve().parent / "studies"
@@ -45,6 +50,10 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS_ENV = "MEGAFLOW_BENCH_RESULTS"
 ALLOW_DIRTY_ENV = "MEGAFLOW_BENCH_ALLOW_DIRTY"
 RUN_ENV = "MEGAFLOW_BENCH_RUN"
+OTHERS_MEAN = 0.05
+"""Most cores other work may take on average over a quotable run (2.5% of 2 cores)."""
+OTHERS_PEAK = 0.5
+"""Most cores other work may take in any one sample of a quotable run."""
 RUN_MARK = "<!-- megaflow bench run: {} -->"
 """The first line of a table written under ``megaflow bench``; it gathers only its own."""
 
@@ -68,22 +77,35 @@ class LoadSummary:
     high: float
     count: int
     seconds: float
+    others_mean: float | None = None
+    """Cores the processes outside the benchmark used, on average (:mod:`other_work`)."""
+    others_max: float | None = None
     own: str = ""
     """What of its own raised the load from a point on (:meth:`LoadSampler.own_load`)."""
     judged_high: float | None = None
     """The highest sample before that point, which alone decides."""
 
     def quotable(self, cores: int) -> bool:
+        """Other work within its limits where it was measured; else the load's rule."""
+        if self.others_mean is not None and self.others_max is not None:
+            return self.others_mean <= OTHERS_MEAN and self.others_max <= OTHERS_PEAK
         return (self.high if self.judged_high is None else self.judged_high) <= cores
 
 
 class LoadSampler:
     """Reads the load every ``period_s`` in a daemon thread, from :meth:`start` on."""
 
-    def __init__(self, period_s: float = 1.0, read: Callable[[], float] = read_loadavg) -> None:
+    def __init__(
+        self,
+        period_s: float = 1.0,
+        read: Callable[[], float] = read_loadavg,
+        others: Callable[[], float] | None = None,
+    ) -> None:
         self.period_s = period_s
         self.read = read
+        self.others = others
         self.samples: list[float] = []
+        self.other_samples: list[float] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -110,8 +132,11 @@ class LoadSampler:
 
     def sample(self) -> float:
         value = self.read()
+        other = self.others() if self.others is not None else None
         with self._lock:
             self.samples.append(value)
+            if other is not None:
+                self.other_samples.append(other)
         return value
 
     def stop(self) -> None:
@@ -123,15 +148,16 @@ class LoadSampler:
         """The samples so far, with one taken now (the table's own moment)."""
         self.sample()
         with self._lock:
-            got, own = list(self.samples), self._own
+            got, own, others = list(self.samples), self._own, list(self.other_samples)
         judged = None if own is None else max(got[: max(own[0], 1)])
         return LoadSummary(
             got[0], got[-1], min(got), statistics.median(got), max(got), len(got),
-            time.monotonic() - self._t0, own[1] if own else "", judged,
+            time.monotonic() - self._t0, statistics.fmean(others) if others else None,
+            max(others) if others else None, own[1] if own else "", judged,
         )  # fmt: skip
 
 
-SAMPLER = LoadSampler().start()
+SAMPLER = LoadSampler(others=OtherWork().sample).start()
 """Started when a benchmark imports this module, i.e. as its run starts."""
 LOAD_AT_START = SAMPLER.samples[0]
 """The load when the benchmark imported this module (kept for older call sites)."""
@@ -253,7 +279,11 @@ def provenance(
     load = load or SAMPLER.summary()
     before = load.first if load_before is None else load_before
     cores = os.cpu_count() or 1
-    ok = before <= cores if self_loading else load.quotable(cores) and before <= cores
+    measured = load.others_mean is not None and load.others_max is not None
+    if measured:  # other work measured: it alone decides (the load shows the benchmark's own)
+        ok = load.quotable(cores)
+    else:
+        ok = before <= cores if self_loading else load.quotable(cores) and before <= cores
     seed_text, rep_text = _seeds_reps(args, seeds, reps)
     line = (
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}, "
@@ -263,7 +293,16 @@ def provenance(
         f"{load.last:.2f} at the end, on {cores} cores. Flags: `{flags_of(args)}`. "
         f"Seeds: {seed_text}. Repetitions: {rep_text}."
     )
-    if self_loading:
+    if measured:
+        line += (
+            f" Other work (every process outside the benchmark's, sampled each second): "
+            f"{load.others_mean:.3f} cores on average, at most {load.others_max:.2f}; a table is "
+            f"quotable when that stays within {OTHERS_MEAN:g} on average and {OTHERS_PEAK:g} "
+            "at any sample (the load counts the benchmark's own work too)."
+        )
+        if self_loading or load.own:
+            line += f" The load includes the benchmark's own {self_loading or load.own}."
+    elif self_loading:
         line += (
             f" The load during the run includes the benchmark's own {self_loading}, so the "
             "load at the start decides whether the table is quotable."
@@ -273,7 +312,12 @@ def provenance(
             f" From its {load.own} on, the load is the benchmark's own; the samples before "
             f"them decide whether the table is quotable (max {load.judged_high:.2f})."
         )
-    if not ok:
+    if not ok and measured:
+        line += (
+            " **Not quotable**: other work on the machine took more than that during the run, "
+            "so it shaped these figures."
+        )
+    elif not ok:
         line += (
             f" **Not quotable**: the load exceeded the {cores} cores during the run, so other "
             "work on the machine shaped these figures."

@@ -74,7 +74,7 @@ def _gather(
     loud = [t.stem for t, text in zip(tables, texts, strict=True) if "**Not quotable**" in text]
     parts = ["# Benchmark results", "", *header, ""]
     if loud:
-        parts += [f"Not quotable (load above the core count during the run): "
+        parts += [f"Not quotable (other work during the run): "
                   f"{', '.join(loud)}.", ""]  # fmt: skip
     if failed:
         parts += [f"Failed, so without a table: {', '.join(failed)}.", ""]
@@ -146,11 +146,11 @@ def bench(
         f"commit {commit0}{moved}, run id {run_id}: "
         f"{', '.join(s.stem for s in scripts)}.",
         f"Load average (1 min) {load0:.1f} at the start of the run, {os.getloadavg()[0]:.1f} "
-        f"at the end, on {cores} cores. Each table gives its own date, commit and load; a "
-        "table whose load exceeded the core count at any sample during its run is marked not "
-        "quotable; each records its flags, seeds and repetitions. Before each "
-        f"benchmark the run waited up to {settle_s:.0f} s for the load to fall to the core "
-        "count, so one benchmark's load does not mark the next. Peers are "
+        f"at the end, on {cores} cores. Each table gives its own date, commit, load and the "
+        "CPU other work took while it ran; a table during which other work took more than "
+        "report.py allows is marked not quotable; each records its flags, seeds and "
+        f"repetitions. Before each benchmark the run waited up to {settle_s:.0f} s for the "
+        "load to fall to the core count. Peers are "
         "measured in the same run as what they are compared with; see benchmarks/README.md.",
     ]
     if allow_dirty and commit0.endswith("+dirty"):

@@ -1,0 +1,99 @@
+"""The CPU that work other than the benchmark's used while it ran, read from ``/proc``.
+
+The load average cannot answer "did other work shape these figures?" on a
+2-core machine: it counts the benchmark's own runnable tasks (two gloo ranks,
+four graders at once, a thousand sandboxes) and it remembers the last minute,
+so a benchmark that starts after a busy one starts "loaded". This module asks
+the question of the processes directly. A process is the benchmark's own when
+it, or one of its ancestors, is the benchmark's process or carries the marker
+this module puts in the environment at import (``MEGAFLOW_BENCH_TREE``), which
+what the benchmark starts inherits even when it detaches: Ray's daemons
+after ``ray start`` exits, podman's conmon, a server in its own session; a
+sandbox's processes (whose environment is cleared) descend from one that has
+it. Kernel threads are left out. Every other process is other work: the CPU
+it used between two samples (user and system time, its own and its reaped
+children's), over the interval, is the cores other work took.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+MARK_ENV = "MEGAFLOW_BENCH_TREE"
+PF_KTHREAD = 0x00200000
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
+    """(parent, flags, CPU ticks with reaped children's, start time) of ``pid``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = text[text.rfind(")") + 2 :].split()  # fields from the state on
+    return int(rest[1]), int(rest[6]), sum(int(x) for x in rest[11:15]), int(rest[19])
+
+
+def _marked(pid: int, mark: bytes) -> bool:
+    try:
+        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+class OtherWork:
+    """Cores other processes used between calls of :meth:`sample`."""
+
+    def __init__(self, root: int | None = None, mark: str | None = None) -> None:
+        self.root = root or os.getpid()
+        if mark is None:  # one marker per benchmark process, inherited by what it starts
+            mark = os.environ.setdefault(MARK_ENV, f"{self.root}.{time.time_ns()}")
+        self.mark = f"{MARK_ENV}={mark}".encode()
+        self._marks: dict[tuple[int, int], bool] = {}  # (pid, start) -> carries the marker
+        self._last = self._others()
+        self._t = time.monotonic()
+
+    def _others(self) -> dict[tuple[int, int], int]:
+        procs = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit() and (got := _stat(int(name))) is not None:
+                procs[int(name)] = got
+        mine: dict[int, bool] = {}
+
+        def is_mine(pid: int) -> bool:
+            chain = []
+            while pid not in mine:
+                got = procs.get(pid)
+                if pid == self.root:
+                    mine[pid] = True
+                elif got is None or pid <= 1:
+                    mine[pid] = False
+                else:
+                    key = (pid, got[3])
+                    if key not in self._marks:
+                        self._marks[key] = _marked(pid, self.mark)
+                    if self._marks[key]:
+                        mine[pid] = True
+                    else:
+                        chain.append(pid)
+                        pid = got[0]
+                        continue
+            for seen in chain:
+                mine[seen] = mine[pid]
+            return mine[pid]
+
+        return {
+            (pid, got[3]): got[2]
+            for pid, got in procs.items()
+            if not got[1] & PF_KTHREAD and not is_mine(pid)
+        }
+
+    def sample(self) -> float:
+        """Cores other work used since the last sample (or since this was made)."""
+        now, t = self._others(), time.monotonic()
+        ticks = sum(max(0, v - self._last.get(k, 0)) for k, v in now.items())
+        cores = ticks / TICKS / max(t - self._t, 1e-3)
+        self._last, self._t = now, t
+        return cores

@@ -1,0 +1,70 @@
+"""benchmarks/other_work.py: what the benchmark starts is its own, even detached;
+every other process's CPU is other work, and makes a table not quotable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from benchmarks.other_work import MARK_ENV, OtherWork
+
+from benchmarks import report
+
+BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 30: pass"
+
+
+def _busy(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", BUSY], env=env)
+
+
+def _cores(work: OtherWork, seconds: float = 1.5) -> float:
+    work.sample()
+    time.sleep(seconds)
+    return work.sample()
+
+
+def test_the_benchmarks_own_processes_are_not_other_work() -> None:
+    """The "benchmark" here is a shell; its busy child is its own, and so is a busy
+    process outside its tree that carries its marker (a daemon it started that
+    detached); a busy process of neither is other work."""
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    bench = subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} -c '{BUSY}' & sleep 30"], start_new_session=True
+    )
+    detached = _busy({**os.environ, MARK_ENV: token})
+    other = None
+    try:
+        time.sleep(0.3)
+        work = OtherWork(root=bench.pid, mark=token)
+        assert _cores(work) < 0.3  # two busy processes, both the benchmark's
+        other = _busy()
+        time.sleep(0.3)
+        assert _cores(work) > 0.5  # a process of neither
+    finally:
+        os.killpg(bench.pid, signal.SIGKILL)  # the shell and its busy child
+        for proc in (bench, detached, other):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+def test_other_work_decides_whether_a_table_is_quotable() -> None:
+    """The load counts the benchmark's own work: with other work measured, a high
+    load alone does not make a table not quotable, and other work does."""
+    clean = report.Tree("abc123", False, "")
+    cores = os.cpu_count() or 1
+    for others, ok in (([0.01, 0.02, 0.0], True), ([0.01, 0.9, 0.0], False),
+                       ([0.08, 0.08, 0.08], False)):  # fmt: skip
+        values = iter([*others, 0.0])  # the last: the table's own moment
+        sampler = report.LoadSampler(
+            read=lambda: cores + 50.0, others=lambda values=values: next(values)
+        )
+        for _ in others:
+            sampler.sample()
+        line, quotable = report.provenance(tree=clean, load=sampler.summary())
+        assert quotable is ok, line
+        assert "Other work (every process outside the benchmark's" in line
+        assert ("**Not quotable**" in line) is not ok
