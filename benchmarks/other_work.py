@@ -36,6 +36,13 @@ def _stat(pid: int) -> tuple[int, int, int, int] | None:
     return int(rest[1]), int(rest[6]), sum(int(x) for x in rest[11:15]), int(rest[19])
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or str(pid)
+    except OSError:
+        return f"pid {pid} (gone)"
+
+
 def _marked(pid: int, mark: bytes) -> bool:
     try:
         return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -54,8 +61,11 @@ class OtherWork:
         self._marks: dict[tuple[int, int], bool] = {}  # (pid, start) -> carries the marker
         self._last = self._others()
         self._t = time.monotonic()
+        self.totals: dict[str, int] = {}
+        """CPU ticks of other work by command name, over every sample so far."""
 
-    def _others(self) -> dict[tuple[int, int], int]:
+    def _others(self) -> dict[tuple[int, int], tuple[int, bool]]:
+        """Every process's CPU ticks, and whether it is other work."""
         procs = {}
         for name in os.listdir("/proc"):
             if name.isdigit() and (got := _stat(int(name))) is not None:
@@ -85,15 +95,35 @@ class OtherWork:
             return mine[pid]
 
         return {
-            (pid, got[3]): got[2]
+            (pid, got[3]): (got[2], not got[1] & PF_KTHREAD and not is_mine(pid))
             for pid, got in procs.items()
-            if not got[1] & PF_KTHREAD and not is_mine(pid)
         }
+
+    def by_process(self) -> dict[tuple[int, int], int]:
+        """CPU ticks each other process used since the last sample; takes the sample.
+        Every process's ticks are kept, so one that becomes other work (its
+        ancestor gone) counts only what it used since, not its whole life."""
+        now = self._others()
+        used = {
+            key: max(0, ticks - self._last.get(key, (0, False))[0])
+            for key, (ticks, other) in now.items()
+            if other
+        }
+        self._last = now
+        for (pid, _), ticks in used.items():
+            if ticks:
+                name = _comm(pid)
+                self.totals[name] = self.totals.get(name, 0) + ticks
+        return used
+
+    def top(self, n: int = 3) -> str:
+        """The other processes that used the most CPU so far: "name 1.2 s, ..."."""
+        most = sorted(self.totals.items(), key=lambda kv: -kv[1])[:n]
+        return ", ".join(f"{name} {ticks / TICKS:.1f} s" for name, ticks in most) or "none"
 
     def sample(self) -> float:
         """Cores other work used since the last sample (or since this was made)."""
-        now, t = self._others(), time.monotonic()
-        ticks = sum(max(0, v - self._last.get(k, 0)) for k, v in now.items())
-        cores = ticks / TICKS / max(t - self._t, 1e-3)
-        self._last, self._t = now, t
-        return cores
+        t0 = self._t
+        ticks = sum(self.by_process().values())
+        self._t = time.monotonic()
+        return ticks / TICKS / max(self._t - t0, 1e-3)

@@ -80,6 +80,8 @@ class LoadSummary:
     others_mean: float | None = None
     """Cores the processes outside the benchmark used, on average (:mod:`other_work`)."""
     others_max: float | None = None
+    others_top: str = ""
+    """The other processes that took the most CPU, by name."""
     own: str = ""
     """What of its own raised the load from a point on (:meth:`LoadSampler.own_load`)."""
     judged_high: float | None = None
@@ -104,6 +106,7 @@ class LoadSampler:
         self.period_s = period_s
         self.read = read
         self.others = others
+        self.others_top: Callable[[], str] | None = None
         self.samples: list[float] = []
         self.other_samples: list[float] = []
         self._lock = threading.Lock()
@@ -153,11 +156,15 @@ class LoadSampler:
         return LoadSummary(
             got[0], got[-1], min(got), statistics.median(got), max(got), len(got),
             time.monotonic() - self._t0, statistics.fmean(others) if others else None,
-            max(others) if others else None, own[1] if own else "", judged,
+            max(others) if others else None, self.others_top() if self.others_top else "",
+            own[1] if own else "", judged,
         )  # fmt: skip
 
 
-SAMPLER = LoadSampler(others=OtherWork().sample).start()
+_OTHER_WORK = OtherWork()
+SAMPLER = LoadSampler(others=_OTHER_WORK.sample)
+SAMPLER.others_top = _OTHER_WORK.top
+SAMPLER.start()
 """Started when a benchmark imports this module, i.e. as its run starts."""
 LOAD_AT_START = SAMPLER.samples[0]
 """The load when the benchmark imported this module (kept for older call sites)."""
@@ -296,7 +303,8 @@ def provenance(
     if measured:
         line += (
             f" Other work (every process outside the benchmark's, sampled each second): "
-            f"{load.others_mean:.3f} cores on average, at most {load.others_max:.2f}; a table is "
+            f"{load.others_mean:.3f} cores on average, at most {load.others_max:.2f} (most: "
+            f"{load.others_top or 'not named'}); a table is "
             f"quotable when that stays within {OTHERS_MEAN:g} on average and {OTHERS_PEAK:g} "
             "at any sample (the load counts the benchmark's own work too)."
         )
