@@ -27,13 +27,16 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _stat(pid: int) -> tuple[int, int, int, int] | None:
-    """(parent, flags, CPU ticks with reaped children's, start time) of ``pid``."""
+    """(parent, flags, CPU ticks, start time) of ``pid``. The ticks include its
+    reaped children's, except for init's: it reaps every orphan, the
+    benchmark's own too (a killed Ray node's processes)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     rest = text[text.rfind(")") + 2 :].split()  # fields from the state on
-    return int(rest[1]), int(rest[6]), sum(int(x) for x in rest[11:15]), int(rest[19])
+    ticks = sum(int(x) for x in rest[11 : 13 if pid == 1 else 15])
+    return int(rest[1]), int(rest[6]), ticks, int(rest[19])
 
 
 def _comm(pid: int) -> str:
@@ -59,6 +62,7 @@ class OtherWork:
             mark = os.environ.setdefault(MARK_ENV, f"{self.root}.{time.time_ns()}")
         self.mark = f"{MARK_ENV}={mark}".encode()
         self._marks: dict[tuple[int, int], bool] = {}  # (pid, start) -> carries the marker
+        self._ours: set[tuple[int, int]] = set()  # once the benchmark's, always (orphaned too)
         self._last = self._others()
         self._t = time.monotonic()
         self.totals: dict[str, int] = {}
@@ -84,7 +88,7 @@ class OtherWork:
                     key = (pid, got[3])
                     if key not in self._marks:
                         self._marks[key] = _marked(pid, self.mark)
-                    if self._marks[key]:
+                    if key in self._ours or self._marks[key]:
                         mine[pid] = True
                     else:
                         chain.append(pid)
@@ -92,6 +96,8 @@ class OtherWork:
                         continue
             for seen in chain:
                 mine[seen] = mine[pid]
+                if mine[pid]:
+                    self._ours.add((seen, procs[seen][3]))
             return mine[pid]
 
         return {

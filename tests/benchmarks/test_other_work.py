@@ -20,6 +20,13 @@ def _busy(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", BUSY], env=env)
 
 
+def _stat_parent(pid: int) -> int | None:
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 def _cores(work: OtherWork, seconds: float = 1.5) -> float:
     work.sample()
     time.sleep(seconds)
@@ -68,3 +75,27 @@ def test_other_work_decides_whether_a_table_is_quotable() -> None:
         assert quotable is ok, line
         assert "Other work (every process outside the benchmark's" in line
         assert ("**Not quotable**" in line) is not ok
+
+
+def test_a_process_of_the_benchmarks_stays_its_own_once_orphaned() -> None:
+    """A killed Ray node leaves its sandboxes' processes to init: they were the
+    benchmark's, and stay so; init's reaping of them is not other work either."""
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    # the "benchmark": a shell whose busy child (no marker) outlives it
+    bench = subprocess.Popen(
+        ["sh", "-c", f"env -u {MARK_ENV} {sys.executable} -c '{BUSY}' & echo $!; sleep 30"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    assert bench.stdout is not None
+    orphan = int(bench.stdout.readline())
+    try:
+        time.sleep(0.3)
+        work = OtherWork(root=bench.pid, mark=token)
+        assert _cores(work, 0.5) < 0.3
+        bench.kill()  # the shell dies: its busy child goes to init
+        bench.wait()
+        time.sleep(0.2)
+        assert _stat_parent(orphan) not in (None, bench.pid)  # alive, and orphaned
+        assert _cores(work) < 0.3
+    finally:
+        os.killpg(bench.pid, signal.SIGKILL)
