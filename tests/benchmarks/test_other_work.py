@@ -63,7 +63,8 @@ def test_other_work_decides_whether_a_table_is_quotable() -> None:
     load alone does not make a table not quotable, and other work does."""
     clean = report.Tree("abc123", False, "")
     cores = os.cpu_count() or 1
-    for others, ok in (([0.01, 0.02, 0.0], True), ([0.01, 0.9, 0.0], False),
+    for others, ok in (([0.01, 0.02, 0.0], True), ([0.01, 0.9, 0.9, 0.9, 0.0], False),
+                       ([0.0] * 10 + [0.66] + [0.0] * 10, True),  # one second's breath
                        ([0.08, 0.08, 0.08], False)):  # fmt: skip
         values = iter([*others, 0.0])  # the last: the table's own moment
         sampler = report.LoadSampler(
