@@ -27,10 +27,12 @@ def _stat_parent(pid: int) -> int | None:
         return None
 
 
-def _cores(work: OtherWork, seconds: float = 1.5) -> float:
-    work.sample()
+def _used(work: OtherWork, seconds: float = 1.5) -> dict[int, int]:
+    """CPU ticks each other process used over ``seconds``, by pid. Per process, so
+    the suite's other work on the machine (its other workers) does not matter."""
+    work.by_process()
     time.sleep(seconds)
-    return work.sample()
+    return {pid: ticks for (pid, _), ticks in work.by_process().items()}
 
 
 def test_the_benchmarks_own_processes_are_not_other_work() -> None:
@@ -39,23 +41,24 @@ def test_the_benchmarks_own_processes_are_not_other_work() -> None:
     detached); a busy process of neither is other work."""
     token = f"test-{os.getpid()}-{time.time_ns()}"
     bench = subprocess.Popen(
-        ["sh", "-c", f"{sys.executable} -c '{BUSY}' & sleep 30"], start_new_session=True
-    )
+        ["sh", "-c", f"{sys.executable} -c '{BUSY}' & echo $!; sleep 30"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    assert bench.stdout is not None
+    child = int(bench.stdout.readline())
     detached = _busy({**os.environ, MARK_ENV: token})
-    other = None
+    stranger = _busy()
     try:
         time.sleep(0.3)
-        work = OtherWork(root=bench.pid, mark=token)
-        assert _cores(work) < 0.3  # two busy processes, both the benchmark's
-        other = _busy()
-        time.sleep(0.3)
-        assert _cores(work) > 0.5  # a process of neither
+        used = _used(OtherWork(root=bench.pid, mark=token))
+        assert used.get(child, 0) == 0  # the benchmark's busy child
+        assert used.get(detached.pid, 0) == 0  # detached, with the marker
+        assert used.get(stranger.pid, 0) > 0  # a busy process of neither
     finally:
         os.killpg(bench.pid, signal.SIGKILL)  # the shell and its busy child
-        for proc in (bench, detached, other):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        for proc in (bench, detached, stranger):
+            proc.kill()
+            proc.wait()
 
 
 def test_other_work_decides_whether_a_table_is_quotable() -> None:
@@ -92,11 +95,11 @@ def test_a_process_of_the_benchmarks_stays_its_own_once_orphaned() -> None:
     try:
         time.sleep(0.3)
         work = OtherWork(root=bench.pid, mark=token)
-        assert _cores(work, 0.5) < 0.3
+        assert _used(work, 0.5).get(orphan, 0) == 0
         bench.kill()  # the shell dies: its busy child goes to init
         bench.wait()
         time.sleep(0.2)
         assert _stat_parent(orphan) not in (None, bench.pid)  # alive, and orphaned
-        assert _cores(work) < 0.3
+        assert _used(work).get(orphan, 0) == 0
     finally:
         os.killpg(bench.pid, signal.SIGKILL)
