@@ -73,7 +73,7 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests benchmarks examples
 	$(VENV)/bin/ruff format src tests benchmarks examples
 
-bench: $(STAMP) sysdeps
+bench: $(STAMP) sysdeps $(POLICY)
 	$(VENV)/bin/megaflow bench
 
 proto: $(STAMP)

@@ -215,7 +215,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=None, help="calls per mode (default 2,000)")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
-    ap.add_argument("--mode", choices=["calls", "episodes"], default="calls")
+    ap.add_argument("--mode", choices=["all", "calls", "episodes"], default="all",
+                    help="calls: the gateway's calls/s; episodes: agent episodes through a real "
+                    "small model; all (make bench): both tables")  # fmt: skip
     ap.add_argument("--model", default=".megaflow/models/settings-fix", help="episodes: model dir")
     ap.add_argument("--episodes", type=int, default=None, help="episodes (default 16; quick 4)")
     add_rule_args(ap)
@@ -227,6 +229,11 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.port, args.upstream)
         return
+    if args.mode != "calls" and not Path(args.model).is_dir():
+        raise SystemExit(
+            f"error: no model at {args.model} for the episodes table: `make run` builds it "
+            "(`make bench` does first); or pass --model DIR, or --mode calls"
+        )
     if args.mode == "episodes":
         begin(args)
         args.reps = max(3, args.reps)
@@ -266,6 +273,9 @@ def main() -> None:
         load_before=LOAD_AT_START,
     )
     print(json.dumps({"ratio_gateway_over_peer": round(statistics.median(pair), 3)}))
+    if args.mode == "all":  # the second table: episodes through a real model
+        args.reps = max(3, args.reps)
+        episodes_mode(args, start)
 
 
 if __name__ == "__main__":

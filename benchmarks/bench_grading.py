@@ -174,18 +174,20 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ab", action="store_true", help="print ab figures for benchmarks/ab.py")
     ap.add_argument("--reps", type=int, default=None, help="A/B job pairs (default 3).")
-    ap.add_argument("--mode", choices=["jobs", "grade"], default="jobs",
-                    help="grade: megaflow grade's throughput and per-instance cost")  # fmt: skip
+    ap.add_argument("--mode", choices=["all", "jobs", "grade"], default="all",
+                    help="jobs: the grading stage in jobs; grade: megaflow grade's throughput "
+                    "and per-instance cost; all (make bench): both tables")  # fmt: skip
     add_rule_args(ap)
     args = ap.parse_args()
-    if args.mode == "grade":
+    if args.mode in ("grade", "all") and not args.ab:
         from grade_throughput import grade_mode
 
         begin(args)
-        args.reps = args.reps or 3
+        grade_args = argparse.Namespace(**{**vars(args), "reps": args.reps or 3})
         with tempfile.TemporaryDirectory(prefix="mf-bench-grade-") as tmp:
-            grade_mode(args, Path(tmp), report)
-        return
+            grade_mode(grade_args, Path(tmp), report)
+        if args.mode == "grade":
+            return
     limit, conc, n_cold = (8, 2, 20) if args.quick else (34, 4, 60)
     reps = args.reps or (2 if args.quick else 3)
     if args.ab:
