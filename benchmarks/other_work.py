@@ -40,6 +40,8 @@ def _stat(pid: int) -> tuple[int, int, int, int] | None:
 
 
 def _comm(pid: int) -> str:
+    if pid == 1:
+        return "init (pid 1)"
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip() or str(pid)
     except OSError:
