@@ -35,17 +35,23 @@ def _used(work: OtherWork, seconds: float = 1.5) -> dict[int, int]:
     return {pid: ticks for (pid, _), ticks in work.by_process().items()}
 
 
+def _bench_shell(prefix: str = "") -> tuple[subprocess.Popen[bytes], int]:
+    """The "benchmark": a shell in a session of its own with a busy child
+    (``prefix`` goes before it); the shell and the child's pid."""
+    bench = subprocess.Popen(
+        ["sh", "-c", f"{prefix}{sys.executable} -c '{BUSY}' & echo $!; sleep 30"],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    assert bench.stdout is not None
+    return bench, int(bench.stdout.readline())
+
+
 def test_the_benchmarks_own_processes_are_not_other_work() -> None:
     """The "benchmark" here is a shell; its busy child is its own, and so is a busy
     process outside its tree that carries its marker (a daemon it started that
     detached); a busy process of neither is other work."""
     token = f"test-{os.getpid()}-{time.time_ns()}"
-    bench = subprocess.Popen(
-        ["sh", "-c", f"{sys.executable} -c '{BUSY}' & echo $!; sleep 30"],
-        stdout=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
-    assert bench.stdout is not None
-    child = int(bench.stdout.readline())
+    bench, child = _bench_shell()
     detached = _busy({**os.environ, MARK_ENV: token})
     stranger = _busy()
     try:
@@ -86,12 +92,7 @@ def test_a_process_of_the_benchmarks_stays_its_own_once_orphaned() -> None:
     benchmark's, and stay so; init's reaping of them is not other work either."""
     token = f"test-{os.getpid()}-{time.time_ns()}"
     # the "benchmark": a shell whose busy child (no marker) outlives it
-    bench = subprocess.Popen(
-        ["sh", "-c", f"env -u {MARK_ENV} {sys.executable} -c '{BUSY}' & echo $!; sleep 30"],
-        stdout=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
-    assert bench.stdout is not None
-    orphan = int(bench.stdout.readline())
+    bench, orphan = _bench_shell(f"env -u {MARK_ENV} ")
     try:
         time.sleep(0.3)
         work = OtherWork(root=bench.pid, mark=token)
