@@ -239,8 +239,14 @@ class SandboxCgroup:
         return pids_in(self.paths())
 
     def kill_all(self) -> None:
-        """Kill every process in the groups (freeze and kill), keeping the groups."""
-        for path in self.paths():
+        """Kill every process in the groups, keeping the groups: through the
+        freezing group first, so no process of the sandbox runs between the
+        first kill and the last (on v1 the other hierarchies cannot freeze:
+        killed there by pid, a parent would see its child die and act, as an
+        exec server answering for its command), then whatever is left."""
+        first = self.freeze_dir
+        rest = [p for p in self.paths() if p != first]
+        for path in [first, *rest] if first is not None else rest:
             freezer.kill_group(path)
 
     def remove(self, timeout: float = 5.0) -> list[Path]:
