@@ -37,7 +37,10 @@ from ab import interleave_reps, order_text, spread
 from megaflow.train.local_ranks import run_ranks
 from report import add_rule_args, begin, report
 
-WARMUP = 30  # 1-bit Adam's fp32 steps; PowerSGD's start_powerSGD_iter is 10
+# 1-bit Adam's fp32 steps (5% of the default run; PowerSGD's start_powerSGD_iter is 10).
+# Was 30: 87.0% fewer bytes over the whole run, loss -0.15% against fp32 Adam
+# (seeds 0-2, commit 3d7e4d1); at 15 the loss still stays within the 1% target.
+WARMUP = 15
 MICRO = 8
 TARGET = 0.90  # 1-bit Adam's saving in bytes against fp32, over the whole run
 
