@@ -31,7 +31,7 @@ from ab import ratios, spread
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import ContainerRuntimeConfig
 from megaflow.environment.container import ContainerRuntime
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, claim, report
 
 
 def pct(values: list[float], q: float) -> float:
@@ -128,6 +128,7 @@ def main() -> None:
     if binary is None:
         sys.exit("podman is not installed (apt-get install podman runc uidmap)")
     with running_podman_service(binary, driver="overlay") as svc:
+        claim(str(svc.home))  # its conmons: detached, without our environment
         rows = asyncio.run(measure(svc, n, conc, n_exec))
     notes = (
         "Podman 4.3 service over a Unix socket, runc, cgroupfs, overlay storage; busybox image. "

@@ -56,7 +56,7 @@ from megaflow.grading.config import (
     SwebenchGraderConfig,
 )
 from megaflow.grading.reward import reward_of
-from report import add_rule_args, begin, report
+from report import add_rule_args, begin, claim, report
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "localhost/megaflow-base:latest"
@@ -227,6 +227,7 @@ async def main(rounds: int, args: argparse.Namespace | None = None) -> None:
     try:
         async with contextlib.AsyncExitStack() as stack:
             svc = stack.enter_context(running_podman_service(binary, driver="overlay"))
+            claim(str(svc.home))  # its conmons: detached, without our environment
             judge_client = await stack.enter_async_context(judge_model(root))
             rootfs = build_busybox_rootfs(root / "busybox.tar")
             done = svc.podman("import", str(rootfs), BASE, timeout=300)

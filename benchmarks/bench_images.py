@@ -40,7 +40,7 @@ from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import ContainerRuntimeConfig, ImageCacheConfig
 from megaflow.environment.container import ContainerRuntime
 from megaflow.environment.container.images import archive_name
-from report import LOAD_AT_START, report
+from report import LOAD_AT_START, claim, report
 
 
 def build(root: Path, svc: PodmanService, n: int, pad_mb: int) -> tuple[Path, list[str]]:
@@ -170,6 +170,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="mf-bench-img-") as tmp,
         running_podman_service(binary, driver="overlay") as svc,
     ):
+        claim(str(svc.home))  # its conmons: detached, without our environment
         rows = asyncio.run(measure(svc, Path(tmp), n, args.pad_mb, args.task_s))
     notes = (
         f"Podman 4.3 service over a Unix socket, runc, cgroupfs, overlay storage; {n} images "

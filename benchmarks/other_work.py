@@ -5,12 +5,15 @@ The load average cannot answer "did other work shape these figures?" on a
 four graders at once, a thousand sandboxes) and it remembers the last minute,
 so a benchmark that starts after a busy one starts "loaded". This module asks
 the question of the processes directly. A process is the benchmark's own when
-it, or one of its ancestors, is the benchmark's process or carries the marker
+it, or one of its ancestors, is the benchmark's process, carries the marker
 this module puts in the environment at import (``MEGAFLOW_BENCH_TREE``), which
-what the benchmark starts inherits even when it detaches: Ray's daemons
-after ``ray start`` exits, podman's conmon, a server in its own session; a
-sandbox's processes (whose environment is cleared) descend from one that has
-it. Kernel threads are left out. Every other process is other work: the CPU
+what the benchmark starts inherits even when it detaches (Ray's daemons after
+``ray start`` exits, a server in its own session; a sandbox's processes, whose
+environment is cleared, descend from one that has it), or names on its command
+line a path the benchmark claimed (:meth:`OtherWork.claim`): podman starts
+each container's conmon detached and with an environment of its own, and
+conmon names the storage folder the benchmark gave podman. Kernel threads are
+left out. Every other process is other work: the CPU
 it used between two samples (user and system time, its own and its reaped
 children's), over the interval, is the cores other work took.
 """
@@ -26,17 +29,17 @@ PF_KTHREAD = 0x00200000
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> tuple[int, int, int, int] | None:
-    """(parent, flags, CPU ticks, start time) of ``pid``. The ticks include its
-    reaped children's, except for init's: it reaps every orphan, the
-    benchmark's own too (a killed Ray node's processes)."""
+def _stat(pid: int) -> tuple[int, int, int, int, bool] | None:
+    """(parent, flags, CPU ticks, start time, a zombie) of ``pid``. The ticks
+    include its reaped children's, except for init's: it reaps every orphan,
+    the benchmark's own too (a killed Ray node's processes)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     rest = text[text.rfind(")") + 2 :].split()  # fields from the state on
     ticks = sum(int(x) for x in rest[11 : 13 if pid == 1 else 15])
-    return int(rest[1]), int(rest[6]), ticks, int(rest[19])
+    return int(rest[1]), int(rest[6]), ticks, int(rest[19]), rest[0] == "Z"
 
 
 def _comm(pid: int) -> str:
@@ -48,11 +51,17 @@ def _comm(pid: int) -> str:
         return f"pid {pid} (gone)"
 
 
-def _marked(pid: int, mark: bytes) -> bool:
+def _marked(pid: int, mark: bytes, claims: list[bytes]) -> bool:
+    """Whether ``pid`` carries the marker or names a claimed path."""
     try:
-        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            return True
+        if claims:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            return any(claim in line for claim in claims)
     except OSError:
-        return False
+        pass
+    return False
 
 
 class OtherWork:
@@ -65,6 +74,7 @@ class OtherWork:
         self.mark = f"{MARK_ENV}={mark}".encode()
         self._marks: dict[tuple[int, int], bool] = {}  # (pid, start) -> carries the marker
         self._ours: set[tuple[int, int]] = set()  # once the benchmark's, always (orphaned too)
+        self._claims: list[bytes] = []
         self._last = self._others()
         self._t = time.monotonic()
         self.totals: dict[str, int] = {}
@@ -89,7 +99,12 @@ class OtherWork:
                 else:
                     key = (pid, got[3])
                     if key not in self._marks:
-                        self._marks[key] = _marked(pid, self.mark)
+                        # an orphan first seen dead has no environment or command
+                        # line left to ask; init, whose reaped children's CPU is
+                        # not counted, is about to take it: it goes uncounted too
+                        # (a conmon that lived under a second, seen as it ended)
+                        orphan_end = got[4] and got[0] == 1
+                        self._marks[key] = orphan_end or _marked(pid, self.mark, self._claims)
                     if key in self._ours or self._marks[key]:
                         mine[pid] = True
                     else:
@@ -106,6 +121,13 @@ class OtherWork:
             (pid, got[3]): (got[2], not got[1] & PF_KTHREAD and not is_mine(pid))
             for pid, got in procs.items()
         }
+
+    def claim(self, path: str) -> None:
+        """Count as the benchmark's own, from the next sample on, every process
+        whose command line names ``path`` (a folder the benchmark made, such as
+        a podman storage root), and what descends from it."""
+        self._claims.append(os.fsencode(path))
+        self._marks.clear()  # processes seen before are asked again
 
     def by_process(self) -> dict[tuple[int, int], int]:
         """CPU ticks each other process used since the last sample; takes the sample.

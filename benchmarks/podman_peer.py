@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from report import claim
 from sandbox_probes import meminfo
 
 IMAGE = "megaflow-bench:rootfs"
@@ -29,6 +30,7 @@ class Podman:
         self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
         self.cli += ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
         self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
+        claim(str(base))  # its conmons: detached, without our environment
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*self.cli, *args], capture_output=True, text=True, check=False)

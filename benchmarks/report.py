@@ -179,6 +179,12 @@ LOAD_AT_START = SAMPLER.samples[0]
 """The load when the benchmark imported this module (kept for older call sites)."""
 
 
+def claim(path: str) -> None:
+    """Processes naming ``path`` on their command line are this benchmark's own
+    (:meth:`OtherWork.claim`): podman's conmons, for a podman storage folder."""
+    _OTHER_WORK.claim(path)
+
+
 @dataclass(frozen=True)
 class Tree:
     commit: str

@@ -8,10 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 from benchmarks.other_work import MARK_ENV, OtherWork
 
-from benchmarks import report
+from benchmarks import other_work, report
 
 BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 30: pass"
 
@@ -104,3 +106,62 @@ def test_a_process_of_the_benchmarks_stays_its_own_once_orphaned() -> None:
         assert _used(work).get(orphan, 0) == 0
     finally:
         os.killpg(bench.pid, signal.SIGKILL)
+
+
+def test_a_detached_process_naming_a_claimed_path_is_the_benchmarks_own(tmp_path: Path) -> None:
+    """Podman starts each container's conmon detached (its parent init) with an
+    environment of its own: no marker, no ancestor of the benchmark's. It names
+    the benchmark's storage folder on its command line, which the benchmark
+    claims; before the claim it is other work, after it not."""
+    folder = str(tmp_path / "podman-root")
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    # double fork, as conmon's start: the busy process's parent is init at once
+    launch = subprocess.run(
+        ["env", "-i", "setsid", "sh", "-c",
+         f"{sys.executable} -c '{BUSY}' --root {folder} >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    daemon = int(launch.stdout.split()[0])
+    try:
+        time.sleep(0.3)
+        assert _stat_parent(daemon) == 1
+        work = OtherWork(mark=token)
+        assert _used(work).get(daemon, 0) > 0  # not claimed: other work
+        work.claim(folder)
+        assert _used(work).get(daemon, 0) == 0
+    finally:
+        os.kill(daemon, signal.SIGKILL)
+
+
+def test_an_orphan_first_seen_dead_is_left_to_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conmon that lives under a second may first be seen as a zombie whose
+    parent is init: no environment or command line is left to ask, and init,
+    whose reaped children are not counted, takes its CPU next. It is not other
+    work; an orphan seen alive as other work stays other work as it ends. (The
+    busy processes here are alive: :func:`other_work._stat` is made to report
+    them dead and orphaned, which cannot be arranged for real in time.)"""
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    seen_dead, seen_alive = _busy(), _busy()
+    bench = subprocess.Popen(["sleep", "30"])  # the "benchmark": neither is its own
+    dead: set[int] = {seen_dead.pid}
+    real = other_work._stat
+
+    def stat(pid: int) -> tuple[int, int, int, int, bool] | None:
+        got = real(pid)
+        if got is None or pid not in dead:
+            return got
+        return 1, got[1], got[2], got[3], True
+
+    monkeypatch.setattr(other_work, "_stat", stat)
+    try:
+        time.sleep(0.3)
+        work = OtherWork(root=bench.pid, mark=token)
+        used = _used(work)
+        assert used.get(seen_dead.pid, 0) == 0  # first seen dead, orphaned
+        assert used.get(seen_alive.pid, 0) > 0  # a stranger, alive
+        dead.add(seen_alive.pid)
+        assert _used(work).get(seen_alive.pid, 0) > 0  # still a stranger as it ends
+    finally:
+        for proc in (seen_dead, seen_alive, bench):
+            proc.kill()
+            proc.wait()
