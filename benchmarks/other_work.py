@@ -80,8 +80,8 @@ class OtherWork:
         self.totals: dict[str, int] = {}
         """CPU ticks of other work by command name, over every sample so far."""
 
-    def _others(self) -> dict[tuple[int, int], tuple[int, bool]]:
-        """Every process's CPU ticks, and whether it is other work."""
+    def _others(self) -> dict[tuple[int, int], tuple[int, bool, int]]:
+        """Every process's CPU ticks, whether it is other work, and its parent."""
         procs = {}
         for name in os.listdir("/proc"):
             if name.isdigit() and (got := _stat(int(name))) is not None:
@@ -118,7 +118,7 @@ class OtherWork:
             return mine[pid]
 
         return {
-            (pid, got[3]): (got[2], not got[1] & PF_KTHREAD and not is_mine(pid))
+            (pid, got[3]): (got[2], not got[1] & PF_KTHREAD and not is_mine(pid), got[0])
             for pid, got in procs.items()
         }
 
@@ -132,11 +132,21 @@ class OtherWork:
     def by_process(self) -> dict[tuple[int, int], int]:
         """CPU ticks each other process used since the last sample; takes the sample.
         Every process's ticks are kept, so one that becomes other work (its
-        ancestor gone) counts only what it used since, not its whole life."""
+        ancestor gone) counts only what it used since, not its whole life, and
+        a shell that reaps a command which ran before the benchmark began
+        counts only what the command used since."""
         now = self._others()
+        # a child's ticks reach its parent's when it is reaped, whole: what it
+        # used while it was seen was counted then (or before this began), so
+        # the parent is credited its reaped children's last-seen ticks (init's
+        # reaped children are not counted at all)
+        counted: dict[int, int] = {}
+        for key, (ticks, _, parent) in self._last.items():
+            if key not in now and parent > 1:
+                counted[parent] = counted.get(parent, 0) + ticks
         used = {
-            key: max(0, ticks - self._last.get(key, (0, False))[0])
-            for key, (ticks, other) in now.items()
+            key: max(0, ticks - self._last.get(key, (0, False, 0))[0] - counted.get(key[0], 0))
+            for key, (ticks, other, _) in now.items()
             if other
         }
         self._last = now

@@ -165,3 +165,36 @@ def test_an_orphan_first_seen_dead_is_left_to_init(monkeypatch: pytest.MonkeyPat
         for proc in (seen_dead, seen_alive, bench):
             proc.kill()
             proc.wait()
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / other_work.TICKS
+
+
+def test_a_command_reaped_during_the_run_counts_only_what_it_used_since() -> None:
+    """A shell (the one that started the benchmark, say) reaps a command that
+    began before the run: its CPU reaches the shell's whole at that moment. Only
+    what it used since the run began is other work, not its whole life."""
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    burn = "import time\nwhile time.process_time() < 1.5: pass"
+    shell = subprocess.Popen(["sh", "-c", f"{sys.executable} -c '{burn}'; sleep 30"])
+    bench = subprocess.Popen(["sleep", "30"])  # the "benchmark": the shell is a stranger
+    try:
+        children = ""
+        while not children:
+            children = subprocess.run(
+                ["pgrep", "-P", str(shell.pid)], capture_output=True, text=True
+            ).stdout.strip()
+        command = int(children.split()[0])
+        while _cpu_s(command) < 1.1:  # most of its 1.5 s used before the run
+            time.sleep(0.02)
+        work = OtherWork(root=bench.pid, mark=token)
+        while os.path.exists(f"/proc/{command}"):  # reaped by the shell
+            time.sleep(0.05)
+        counted = sum(t for (pid, _), t in work.by_process().items() if pid in (shell.pid, command))
+        assert counted / other_work.TICKS < 0.9, counted  # its last ~0.4 s, not 1.5
+    finally:
+        for proc in (shell, bench):
+            proc.kill()
+            proc.wait()
