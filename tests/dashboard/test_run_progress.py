@@ -22,7 +22,7 @@ from megaflow.core.tasks import RunSpec, TaskSpec, TaskType
 from megaflow.dashboard.auth import DashboardAuth
 from megaflow.dashboard.server import create_app
 from megaflow.storage.abstract import MetadataStore
-from megaflow.storage.config import LocalArtifactsConfig, SqliteMetadataConfig
+from tests.dashboard.stores import open_stores
 
 ROOT = Path(__file__).parents[2]
 TOKEN = "p" * 32
@@ -50,19 +50,15 @@ async def _queue_step(meta: MetadataStore, step: int) -> None:
 
 @pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[MetadataStore, TestClient]]:
-    meta = SqliteMetadataConfig(path=str(tmp_path / "m.db")).build()
-    art = LocalArtifactsConfig(root=str(tmp_path / "art")).build()
-    await meta.start()
-    await art.start()
-    await meta.create_run(RunSpec(id=RUN, name=RUN, config=_config()))
-    await meta.add_tasks([
-        TaskSpec(id=f"{RUN}/ab12.e00000.h{i}/{n}", run_id=RUN, type=TaskType.EVAL, sample=n)
-        for i in range(3) for n in range(2)
-    ])  # fmt: skip
-    await _queue_step(meta, 1)
-    yield meta, TestClient(create_app(meta, art, DashboardAuth(TOKEN)), follow_redirects=False)
-    await art.stop()
-    await meta.stop()
+    async with open_stores(tmp_path) as (meta, art):
+        await meta.create_run(RunSpec(id=RUN, name=RUN, config=_config()))
+        await meta.add_tasks([
+            TaskSpec(id=f"{RUN}/ab12.e00000.h{i}/{n}", run_id=RUN, type=TaskType.EVAL, sample=n)
+            for i in range(3) for n in range(2)
+        ])  # fmt: skip
+        await _queue_step(meta, 1)
+        app = create_app(meta, art, DashboardAuth(TOKEN))
+        yield meta, TestClient(app, follow_redirects=False)
 
 
 def test_heldout_rounds_follow_the_loop() -> None:
