@@ -76,6 +76,12 @@ class LearnedPolicyConfig(_Cfg):
         "started by now) wait per instance; beyond it the earliest deadline is placed "
         "before it passes, so that a backlog of due tasks cannot push deadlines back.",
     )
+    wait_backfill: bool = Field(
+        True,
+        description="An instance held for a due task that fits nowhere still takes "
+        "waiting tasks that leave room there for it (docs/sim.md); false holds it empty "
+        "of new work, the stricter bound, at the cost of the fleet's room.",
+    )
     record: bool = Field(
         True,
         description="Record each decision (the candidates' features, the choice) and how its "

@@ -143,11 +143,17 @@ class Region:
             return None
         return next(iter(best.values()))
 
-    def hold(self, res: Resources) -> Instance | None:
+    def hold(self, res: Resources, prefer: Instance | None = None) -> Instance | None:
         """Keep the instance closest to fitting ``res`` out of placement until
-        :meth:`unhold`: the one with the most free of the task's binding resource (a task
-        that must go next waits for room there, and smaller tasks cannot take it)."""
+        :meth:`unhold`: ``prefer`` when it is offered and could ever fit ``res``, else the
+        one with the most free of the task's binding resource (a task that must go next
+        waits for room there, and smaller tasks cannot take it)."""
         c, m, g = _need(res)
+        if prefer is not None and self._index.get(prefer.key(), {}).get(prefer.id) is prefer:
+            s = prefer.spec
+            if prefer.cap_mcpu >= c and s.memory_mb >= m and s.gpu >= g:
+                self._index_drop(prefer)
+                return prefer
         best: Instance | None = None
         best_score = -1.0
         for key, bucket in self._index.items():

@@ -38,7 +38,7 @@ from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy,
 from megaflow.scheduler.learned_candidates import EXACT_UP_TO, ClassAges, WorkOrder
 from megaflow.scheduler.learned_features import RunTimeEstimates, candidate_features
 from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint
-from megaflow.scheduler.wait_bound import WaitBound
+from megaflow.scheduler.wait_bound import Backfill, WaitBound
 
 if TYPE_CHECKING:
     from megaflow.scheduler.config import LearnedPolicyConfig
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 _Key = tuple[str, str, int, float, int, int]
 """A class of waiting tasks: type, run, priority, CPU, memory, GPU."""
+_Held = tuple["Instance", Resources, float]
+"""An instance held this round: for a task needing these resources, held for it since."""
 Chooser = Callable[["Array", "Array"], int]
 """Picks one candidate: (candidate rows, critic state) -> row index."""
 Recorder = Callable[[PendingTask, "Array", "Array", int, float, float], None]
@@ -74,6 +76,7 @@ class LearnedPolicy(SchedulingPolicy):
         wait_bound: float | None = 1.0,
         wait_floor_s: float = 60.0,
         wait_backlog: float | None = 1.0,
+        backfill: bool = True,
     ) -> None:
         """``wait_bound``: a waiting task is placed ahead of the network's choice once it
         has waited this many expected run times (at least ``wait_floor_s``) beyond the
@@ -104,6 +107,12 @@ class LearnedPolicy(SchedulingPolicy):
             self.bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog)
         self.forced = 0
         """Placements made by the wait bound instead of the network."""
+        self.backfill = Backfill() if backfill else None
+        self.backfilled = 0
+        """Placements on held instances that leave room for the task held for."""
+        self._held_on: dict[str, tuple[str, float]] = {}
+        """The instance last held for each waiting task (held for it again first), and
+        since when."""
 
     # -- the queue ---------------------------------------------------------------------
     def push(self, task: PendingTask) -> None:
@@ -138,6 +147,7 @@ class LearnedPolicy(SchedulingPolicy):
             moved = True
             if task.removed and self._token.get(task.id) == tok:
                 del self._token[task.id]
+                self._held_on.pop(task.id, None)
         del self._classes[key]
         return None
 
@@ -188,6 +198,8 @@ class LearnedPolicy(SchedulingPolicy):
         return self._take(key)
 
     def observe(self, feedback: TaskFeedback) -> None:
+        if self.backfill is not None:
+            self.backfill.ended(feedback.task.id)
         self.estimates.observe(feedback)
         self._observed += 1
 
@@ -220,7 +232,7 @@ class LearnedPolicy(SchedulingPolicy):
         does not fit or is refused by admission is left out for the rest of the round."""
         out: list[Decision] = []
         blocked: set[_Key] = set()
-        held: list[Instance] = []
+        held: list[_Held] = []
         try:
             if self.bound is not None:
                 self._overdue(region, admit, limit, out, blocked, held)
@@ -239,23 +251,28 @@ class LearnedPolicy(SchedulingPolicy):
                     p = self.probability(rows, chosen)
                     self.record(task, rows, state, chosen, p, self.now)
                 self._place(region, task, inst, out)
+            if held and self.backfill is not None:
+                self._backfill(self.backfill, region, admit, limit, out, held)
         finally:
-            for inst in held:
+            for inst, _, _ in held:
                 region.unhold(inst)
         return out
 
     def _place(
         self, region: Region, task: PendingTask, inst: Instance, out: list[Decision]
     ) -> None:
+        self._held_on.pop(task.id, None)
         region.reserve(inst, task.spec)
         out.append(Decision(task, inst))
+        if self.backfill is not None:
+            self.backfill.placed(task.id, self.now)
         if self.bound is not None:
             self.bound.placed(task)
             self.bound.started(self.now)
 
     def _overdue(
         self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
-        out: list[Decision], blocked: set[_Key], held: list[Instance],
+        out: list[Decision], blocked: set[_Key], held: list[_Held],
     ) -> None:  # fmt: skip
         """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones),
         earliest deadline first; within a class the head goes (tasks become due in arrival
@@ -275,7 +292,7 @@ class LearnedPolicy(SchedulingPolicy):
 
     def _force(
         self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
-        out: list[Decision], blocked: set[_Key], held: list[Instance] | None,
+        out: list[Decision], blocked: set[_Key], held: list[_Held] | None,
         take: Callable[[], PendingTask | None],
     ) -> list[PendingTask]:  # fmt: skip
         """Place what ``take`` names while it fits (holding an instance for one that does
@@ -294,9 +311,12 @@ class LearnedPolicy(SchedulingPolicy):
             if head is None or inst is None or not admit(head, inst):
                 blocked.add(key)
                 if inst is None and held is not None:
-                    got = region.hold(task.spec.resources)
+                    was_id, since = self._held_on.get(task.id, ("", self.now))
+                    got = region.hold(task.spec.resources, region.instances.get(was_id))
                     if got is not None:
-                        held.append(got)
+                        since = since if got.id == was_id else self.now
+                        held.append((got, task.spec.resources, since))
+                        self._held_on[task.id] = (got.id, since)
                 continue
             later.pop()
             if head is not task:
@@ -305,6 +325,28 @@ class LearnedPolicy(SchedulingPolicy):
             self.forced += 1
             self._place(region, head, inst, out)
         return later
+
+    def _backfill(
+        self, backfill: Backfill, region: Region, admit: Callable[[PendingTask, Instance], bool],
+        limit: int, out: list[Decision], held: list[_Held],
+    ) -> None:  # fmt: skip
+        """On each held instance, the oldest class heads that leave room there for the
+        task it is held for, with every task placed there since the hold began still
+        running (:class:`Backfill`). The round's last step: a placement puts the instance
+        back in the index."""
+        for inst, need, since in held:
+            while len(out) < limit:
+                fit = [kt for kt in self._heads(set())
+                       if backfill.fits(inst, need, since, kt[1].spec.resources)]  # fmt: skip
+                fit.sort(key=lambda kt: kt[1].seq)
+                for key, task in fit:
+                    if admit(task, inst):
+                        self._take(key)
+                        self.backfilled += 1
+                        self._place(region, task, inst, out)
+                        break
+                else:
+                    break
 
     def _actions(
         self, region: Region, blocked: set[_Key]
@@ -366,6 +408,7 @@ def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
     def make(**_: Any) -> SchedulingPolicy:
         return LearnedPolicy(net, greedy=cfg.greedy, seed=cfg.seed, wait_bound=cfg.wait_bound,
                              wait_floor_s=cfg.wait_floor_s,
-                             wait_backlog=cfg.wait_backlog)  # fmt: skip
+                             wait_backlog=cfg.wait_backlog,
+                             backfill=cfg.wait_backfill)  # fmt: skip
 
     return make

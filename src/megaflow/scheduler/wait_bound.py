@@ -20,8 +20,14 @@ learned "short work first" can leave a long task behind every burst for hours.
    the network double the longest wait without the bound ever acting.
 3. **Enforcement.** Before the network chooses, every overdue task (deadline
    passed, still waiting) is placed, earliest deadline first, by best fit. One
-   that fits nowhere gets an instance held for it (no other task is placed
-   there) until it fits, so smaller tasks cannot keep taking its room.
+   that fits nowhere gets an instance held for it until it fits (the one held
+   for it before while that is free to hold), so smaller tasks cannot keep
+   taking its room. A held instance is not left idle: it still takes waiting
+   tasks that leave the held task its room with everything placed there since
+   the hold began still running (:class:`Backfill`). Held empty of new work,
+   instances on a memory-skewed fleet (8-14 GB tasks on 32 GB instances) sat
+   held for 34-41% of the fleet's instance-seconds with room for small tasks,
+   and the average JCT came to 1.4-1.8 times fifo's.
 4. **A limited backlog.** Every task the network starts ahead of its fair
    share leaves one more task due. Were due tasks let pile up, they would
    reach their deadlines together and wait behind each other past them (on a
@@ -37,14 +43,20 @@ learned "short work first" can leave a long task behind every burst for hours.
    it; it promises nothing (the bound is items 1-4).
 
 What holds (``tests/sim/test_wait_bound.py``, on burst, memory-skewed and
-large-fleet traces): a due task starts by its deadline, or, when no instance
-has room for it then, no later than the moment the tasks running at its
-deadline on the instance it gets have ended. So a task that ``fair`` would
-have started after it waited ``w`` starts within ``max(floor_s, multiple x
-w)`` of that (and never later than ``max(floor_s, multiple x`` its expected run
-time ``)``), or, where there is no room then, once the tasks running then on
-its instance end. The shadows cost two heap pushes per arrival and two pops
-per start.
+large-fleet traces), without backfilling (``backfill=False``): a due task
+starts by its deadline, or, when no instance has room for it then, no later
+than the moment the tasks running at its deadline on the instance it gets
+have ended. So a task that ``fair`` would have started after it waited ``w``
+starts within ``max(floor_s, multiple x w)`` of that (and never later than
+``max(floor_s, multiple x`` its expected run time ``)``), or, where there is
+no room then, once the tasks running then on its instance end. With
+backfilling (the default) a backfilled task never takes the room of the task
+its instance is held for, but the room freed there can go first to a due task
+with an earlier deadline, and with small work on the held instances there are
+more such tasks waiting: with a slack of 600 s, due tasks then started up to
+738 s (memory-skewed trace) and 770 s (burst trace) past the bound above, and
+the tests hold it to twice the slack. The shadows cost two heap pushes per
+arrival and two pops per start.
 """
 
 from __future__ import annotations
@@ -54,8 +66,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from megaflow.core.tasks import TaskSpec
+from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import PendingTask
+from megaflow.scheduler.fleet import Instance
 from megaflow.scheduler.policies import FairPolicy, FifoPolicy
 
 
@@ -190,3 +203,42 @@ class WaitBound:
             deadline = self.soft.get(task.id)
             if deadline is not None:
                 heapq.heappush(self._soft_heap, (deadline, task.seq, task))
+
+
+class Backfill:
+    """What may go on an instance held for a task, beside what runs there.
+
+    A held instance keeps running what it ran when the hold began; the room the held
+    task needs frees as those tasks end. Another task may still go there when, with it
+    and every task placed there since the hold began still running, the instance's
+    capacity leaves room for the held task: once the tasks that ran there when the hold
+    began have ended, the held task fits, whatever the others do (backfilling, as EASY
+    backfilling does for a reserved job, but needing no run-time estimate). So a held
+    instance runs small work instead of idling while the room for a big task frees."""
+
+    def __init__(self) -> None:
+        self._placed_at: dict[str, float] = {}
+
+    def placed(self, task_id: str, now: float) -> None:
+        self._placed_at[task_id] = now
+
+    def ended(self, task_id: str) -> None:
+        self._placed_at.pop(task_id, None)
+
+    def fits(self, inst: Instance, held_for: Resources, since: float, res: Resources) -> bool:
+        """Whether a task needing ``res`` may go on ``inst``, held for ``held_for`` from
+        ``since``: it fits now, and the capacity minus it and the tasks placed there
+        from ``since`` on leaves room for ``held_for``."""
+        if not inst.fits(res):
+            return False
+        at = self._placed_at
+        new = [r for tid, r in inst.running.items() if at.get(tid, -math.inf) >= since]
+        spec = inst.spec
+        left = (
+            inst.cap_mcpu - sum(r[0] for r in new) - round(res.cpu * 1000),
+            spec.memory_mb - sum(r[1] for r in new) - res.memory_mb,
+            spec.gpu - sum(r[2] for r in new) - res.gpu,
+            spec.slots - len(new) - 1,
+        )
+        need = (round(held_for.cpu * 1000), held_for.memory_mb, held_for.gpu, 1)
+        return all(x >= n for x, n in zip(left, need, strict=True))
