@@ -113,6 +113,13 @@ class LearnedPolicy(SchedulingPolicy):
         self._held_on: dict[str, tuple[str, float]] = {}
         """The instance last held for each waiting task (held for it again first), and
         since when."""
+        self.holds = 0
+        """Instances held, summed over planning rounds."""
+        self.holds_early = 0
+        """Of them, for a task whose deadline had not passed (the backlog limit's)."""
+        self.held_s = 0.0
+        """Instance-seconds held: each round's holds until the next round."""
+        self._last_round = (0.0, 0)
 
     # -- the queue ---------------------------------------------------------------------
     def push(self, task: PendingTask) -> None:
@@ -233,6 +240,8 @@ class LearnedPolicy(SchedulingPolicy):
         out: list[Decision] = []
         blocked: set[_Key] = set()
         held: list[_Held] = []
+        at, n = self._last_round
+        self.held_s += n * (self.now - at)
         try:
             if self.bound is not None:
                 self._overdue(region, admit, limit, out, blocked, held)
@@ -256,6 +265,7 @@ class LearnedPolicy(SchedulingPolicy):
         finally:
             for inst, _, _ in held:
                 region.unhold(inst)
+            self._last_round = (self.now, len(held))
         return out
 
     def _place(
@@ -317,6 +327,9 @@ class LearnedPolicy(SchedulingPolicy):
                         since = since if got.id == was_id else self.now
                         held.append((got, task.spec.resources, since))
                         self._held_on[task.id] = (got.id, since)
+                        self.holds += 1
+                        due = self.bound.due.get(task.id) if self.bound is not None else None
+                        self.holds_early += due is not None and due.deadline > self.now
                 continue
             later.pop()
             if head is not task:

@@ -27,7 +27,7 @@ learned "short work first" can leave a long task behind every burst for hours.
    the hold began still running (:class:`Backfill`). Held empty of new work,
    instances on a memory-skewed fleet (8-14 GB tasks on 32 GB instances) sat
    held for 34-41% of the fleet's instance-seconds with room for small tasks,
-   and the average JCT came to 1.4-1.8 times fifo's.
+   and the average JCT came to 1.6-1.8 times fifo's.
 4. **A limited backlog.** Every task the network starts ahead of its fair
    share leaves one more task due. Were due tasks let pile up, they would
    reach their deadlines together and wait behind each other past them (on a
