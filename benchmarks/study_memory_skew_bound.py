@@ -1,0 +1,79 @@
+"""What the wait bound's holds cost on ``memory-skew``: per validation trace, the learned
+policy with backfilling on held instances (the default) and without it (held instances
+take no new work), against fifo.
+
+Per trace: average / P99 JCT and longest wait; holds (instances held, summed over the
+planning rounds that held any), the share of them for tasks whose deadline had not
+passed (held because of the backlog limit), instance-seconds held over the fleet's
+instance-seconds until the last task ended, placements backfilled on held instances,
+and the kinds of the five longest-waiting tasks. Simulated time: the machine's load
+does not change the figures.
+
+    .venv/bin/python benchmarks/study_memory_skew_bound.py --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from megaflow.scheduler.learned import LearnedPolicy
+from megaflow.scheduler.learned_net import read_checkpoint
+from megaflow.sim.engine import Simulator
+from megaflow.sim.families import VALIDATION_SEEDS, family
+from megaflow.sim.studies import simulate
+
+SHIPPED = Path(__file__).resolve().parents[1] / "examples/policies/learned.safetensors"
+
+
+def _policy(net: Any, backfill: bool, made: list[LearnedPolicy]) -> LearnedPolicy:
+    made.append(LearnedPolicy(net, backfill=backfill))
+    return made[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--family", default="memory-skew")
+    ap.add_argument("--seeds", type=int, default=3, help="Validation traces (from 10,001).")
+    ap.add_argument("--tasks", type=int, default=4000, help="At most this many tasks a trace.")
+    args = ap.parse_args()
+    fam = family(args.family)
+    net = read_checkpoint(SHIPPED)
+    print(
+        "| seed | policy | JCT avg s | JCT P99 s | longest wait s | holds, summed over "
+        "rounds | before the deadline | held instance-s | backfilled | 5 longest waits |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    for seed in VALIDATION_SEEDS[: args.seeds]:
+        ep = fam.episode(seed, min(fam.tasks, args.tasks))
+        fifo = simulate("fifo", ep.instances, ep.trace)
+        print(f"| {seed} | fifo | {fifo.avg_jct_s:,.0f} | {fifo.p99_jct_s:,.0f} | "
+              f"{fifo.max_wait_s:,.0f} | | | | | |")  # fmt: skip
+        for backfill in (False, True):
+            made: list[LearnedPolicy] = []
+            sim = Simulator(
+                ep.config, ep.instances, ep.trace, policy=partial(_policy, net, backfill, made)
+            )
+            rep = asyncio.run(sim.run())
+            (pol,) = made
+            waits = sim.waits()
+            top = sorted(range(len(waits)), key=lambda i: -waits[i])[:5]
+            kinds = Counter(f"{ep.trace[i].type} {ep.trace[i].memory_mb // 1024} GB" for i in top)
+            fleet_s = len(ep.instances) * rep.makespan_s
+            early = pol.holds_early / pol.holds if pol.holds else 0.0
+            name = "learned" if backfill else "learned, held instances empty"
+            print(
+                f"| {seed} | {name} | {rep.avg_jct_s:,.0f} | {rep.p99_jct_s:,.0f} | "
+                f"{rep.max_wait_s:,.0f} | {pol.holds:,} | {early:.0%} | "
+                f"{pol.held_s:,.0f} ({pol.held_s / fleet_s:.0%}) | {pol.backfilled:,} | "
+                + ", ".join(f"{n}x {k}" for k, n in kinds.most_common())
+                + " |"
+            )
+
+
+if __name__ == "__main__":
+    main()
