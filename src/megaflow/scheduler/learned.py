@@ -109,7 +109,8 @@ class LearnedPolicy(SchedulingPolicy):
         """Placements made by the wait bound instead of the network."""
         self.backfill = Backfill() if backfill else None
         self.backfilled = 0
-        """Placements on held instances that leave room for the task held for."""
+        """Placements on held instances that leave room for the task held for (in
+        ``forced`` too: not the network's decisions either)."""
         self._held_on: dict[str, tuple[str, float]] = {}
         """The instance last held for each waiting task (held for it again first), and
         since when."""
@@ -356,6 +357,7 @@ class LearnedPolicy(SchedulingPolicy):
                     if admit(task, inst):
                         self._take(key)
                         self.backfilled += 1
+                        self.forced += 1
                         self._place(region, task, inst, out)
                         break
                 else:
