@@ -348,17 +348,18 @@ class LearnedPolicy(SchedulingPolicy):
         task it is held for, with every task placed there since the hold began still
         running (:class:`Backfill`). The round's last step: a placement puts the instance
         back in the index."""
+        heads: list[tuple[_Key, PendingTask]] | None = None
         for inst, need, since in held:
-            while len(out) < limit:
-                fit = [kt for kt in self._heads(set())
-                       if backfill.fits(inst, need, since, kt[1].spec.resources)]  # fmt: skip
-                fit.sort(key=lambda kt: kt[1].seq)
-                for key, task in fit:
-                    if admit(task, inst):
+            while len(out) < limit and inst.slots > 0:
+                if heads is None:  # once a round, and again after each placement
+                    heads = sorted(self._heads(set()), key=lambda kt: kt[1].seq)
+                for key, task in heads:
+                    if backfill.fits(inst, need, since, task.spec.resources) and admit(task, inst):
                         self._take(key)
                         self.backfilled += 1
                         self.forced += 1
                         self._place(region, task, inst, out)
+                        heads = None
                         break
                 else:
                     break
