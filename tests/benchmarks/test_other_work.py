@@ -18,6 +18,10 @@ from benchmarks import other_work, report
 BUSY = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 30: pass"
 
 
+def _idle() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+
+
 def _busy(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", BUSY], env=env)
 
@@ -116,10 +120,10 @@ def test_a_detached_process_naming_a_claimed_path_is_the_benchmarks_own(tmp_path
     folder = str(tmp_path / "podman-root")
     token = f"test-{os.getpid()}-{time.time_ns()}"
     # double fork, as conmon's start: the busy process's parent is init at once
+    line = f"{sys.executable} -c '{BUSY}' --root {folder} >/dev/null 2>&1 & echo $!"
     launch = subprocess.run(
-        ["env", "-i", "setsid", "sh", "-c",
-         f"{sys.executable} -c '{BUSY}' --root {folder} >/dev/null 2>&1 & echo $!"],
-        capture_output=True, text=True, check=True,
+        ["/bin/sh", "-c", line],
+        capture_output=True, text=True, check=True, env={}, start_new_session=True,
     )  # fmt: skip
     daemon = int(launch.stdout.split()[0])
     try:
@@ -142,7 +146,7 @@ def test_an_orphan_first_seen_dead_is_left_to_init(monkeypatch: pytest.MonkeyPat
     them dead and orphaned, which cannot be arranged for real in time.)"""
     token = f"test-{os.getpid()}-{time.time_ns()}"
     seen_dead, seen_alive = _busy(), _busy()
-    bench = subprocess.Popen(["sleep", "30"])  # the "benchmark": neither is its own
+    bench = _idle()  # the "benchmark": neither is its own
     dead: set[int] = {seen_dead.pid}
     real = other_work._stat
 
@@ -179,14 +183,12 @@ def test_a_command_reaped_during_the_run_counts_only_what_it_used_since() -> Non
     token = f"test-{os.getpid()}-{time.time_ns()}"
     burn = "import time\nwhile time.process_time() < 1.5: pass"
     shell = subprocess.Popen(["sh", "-c", f"{sys.executable} -c '{burn}'; sleep 30"])
-    bench = subprocess.Popen(["sleep", "30"])  # the "benchmark": the shell is a stranger
+    bench = _idle()  # the "benchmark": the shell is a stranger
     try:
-        children = ""
-        while not children:
-            children = subprocess.run(
-                ["pgrep", "-P", str(shell.pid)], capture_output=True, text=True
-            ).stdout.strip()
-        command = int(children.split()[0])
+        kids = Path(f"/proc/{shell.pid}/task/{shell.pid}/children")
+        while not (children := kids.read_text().split()):
+            time.sleep(0.01)
+        command = int(children[0])
         while _cpu_s(command) < 1.1:  # most of its 1.5 s used before the run
             time.sleep(0.02)
         work = OtherWork(root=bench.pid, mark=token)
