@@ -138,11 +138,16 @@ class OtherWork:
         now = self._others()
         # a child's ticks reach its parent's when it is reaped, whole: what it
         # used while it was seen was counted then (or before this began), so
-        # the parent is credited its reaped children's last-seen ticks (init's
-        # reaped children are not counted at all)
+        # the parent is credited its reaped children's last-seen ticks, and
+        # those of their children reaped into them within the same interval
+        # (init's reaped children are not counted at all)
         counted: dict[int, int] = {}
-        for key, (ticks, _, parent) in self._last.items():
-            if key not in now and parent > 1:
+        gone = {key[0]: (ticks, parent) for key, (ticks, _, parent) in self._last.items()
+                if key not in now}  # fmt: skip
+        for ticks, parent in gone.values():
+            while parent in gone:  # reaped into a parent that went too: on to its reaper
+                parent = gone[parent][1]
+            if parent > 1:
                 counted[parent] = counted.get(parent, 0) + ticks
         used = {
             key: max(0, ticks - self._last.get(key, (0, False, 0))[0] - counted.get(key[0], 0))

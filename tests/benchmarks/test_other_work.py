@@ -200,3 +200,39 @@ def test_a_command_reaped_during_the_run_counts_only_what_it_used_since() -> Non
         for proc in (shell, bench):
             proc.kill()
             proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def test_a_tree_reaped_within_one_interval_is_counted_once() -> None:
+    """A stranger shell's command waits for its busy worker and exits at once:
+    the worker's CPU reaches the command's, and both reach the shell's, within
+    one interval. It was counted while the worker ran, and must not be again."""
+    token = f"test-{os.getpid()}-{time.time_ns()}"
+    burn = "import time\nwhile time.process_time() < 1.0: pass"
+    command = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"
+    shell = subprocess.Popen(["/bin/sh", "-c", f'{sys.executable} -c "{command}"; read x'],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    bench = _idle()
+    try:
+        work = OtherWork(root=bench.pid, mark=token)
+        tree, counted = {shell.pid}, 0
+        while True:  # sampled while the worker runs, as the benchmark's sampler does
+            time.sleep(0.2)
+            below = _children(shell.pid)
+            tree |= {*below, *(g for c in below for g in _children(c))}
+            counted += sum(t for (pid, _), t in work.by_process().items() if pid in tree)
+            if len(tree) > 1 and not below:  # the command ran and was reaped
+                break
+        time.sleep(0.3)
+        counted += sum(t for (pid, _), t in work.by_process().items() if pid in tree)
+        assert counted / other_work.TICKS < 1.6, counted  # the worker's 1 s once, not twice
+    finally:
+        for proc in (shell, bench):
+            proc.kill()
+            proc.wait()
