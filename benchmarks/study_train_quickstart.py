@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from megaflow.datasets.instance import SWEInstance
 from megaflow.datasets.loader import load_instances
-from megaflow.model.transformers_lm import parse_tool_calls
+from megaflow.model.transformers_lm import parse_tool_calls, sampled_logprobs
 from megaflow.train.config import TrainerConfig
 from megaflow.train.quickstart_model import PolicyConfig, build_policy, render
 from megaflow.train.samples import TrainingSample
@@ -112,6 +112,15 @@ class Sampler:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], temperature: float) -> list[list[int]]:
+        return [ids for ids, _ in self.generate_scored(prompts, temperature)]
+
+    @torch.no_grad()
+    def generate_scored(
+        self, prompts: list[list[int]], temperature: float
+    ) -> list[tuple[list[int], list[float]]]:
+        """Each completion with the logprob of each of its tokens under the
+        distribution it was drawn from (``generate``'s own logits, as MegaFlow's
+        transformers backend records them: no second forward)."""
         width = max(len(p) for p in prompts)
         pad = int(self.tok.pad_token_id)
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
@@ -125,13 +134,16 @@ class Sampler:
             max_new_tokens=self.max_new,
             pad_token_id=pad,
             eos_token_id=int(self.tok.eos_token_id),
+            return_dict_in_generate=True,
+            output_logits=True,
             **kw,
         )
         seqs = []
         eos = int(self.tok.eos_token_id)
-        for row in out[:, width:].tolist():
+        for r, row in enumerate(out.sequences[:, width:].tolist()):
             cut = row.index(eos) + 1 if eos in row else len(row)
-            seqs.append(row[:cut])
+            ids = row[:cut]
+            seqs.append((ids, sampled_logprobs(out.logits, ids, temperature or 1.0, row=r)))
         return seqs
 
     @torch.no_grad()

@@ -16,7 +16,7 @@ in the process, batched, then updates:
   apart, and the rest of the step is its update.
 * **MegaFlow**: the study's batched sampler (the same ``generate`` call) and
   :class:`megaflow.train.worker.RankWorker`'s step (token-level loss, no KL),
-  against the logprobs the sampler computed.
+  against the logprobs the sampler kept from ``generate``'s own logits.
 
 The figures compared, side by side: the update's throughput (completion
 tokens of the step per second of update wall time, and per CPU-second of
@@ -151,19 +151,19 @@ def run_megaflow(policy: Path, plan: Sequence[SWEInstance], s: PeerSettings) -> 
         c0, t0 = cpu_s(), time.perf_counter()
         insts = plan[step * s.prompts : (step + 1) * s.prompts]
         prompts = [sampler.prompt_ids(i) for i in insts for _ in range(s.group)]
-        outs = sampler.generate(prompts, s.temperature)
+        outs = sampler.generate_scored(prompts, s.temperature)
         groups: list[list[TrainingSample]] = []
         rewards: list[float] = []
         for k, inst in enumerate(insts):
             group = []
             for j in range(s.group):
-                p, c = prompts[k * s.group + j], outs[k * s.group + j]
+                p, (c, logprobs) = prompts[k * s.group + j], outs[k * s.group + j]
                 rewards.append(study_reward(inst, sampler.text(c)))
                 group.append(
                     TrainingSample(
                         sample_id=f"{step}/{inst.instance_id}/{j}", group_id=f"{step}/{k}",
                         run_id="bench", prompt_ids=p, completion_ids=c,
-                        logprobs=sampler.logprobs(p, c), loss_mask=[1] * len(c),
+                        logprobs=logprobs, loss_mask=[1] * len(c),
                         reward=rewards[-1],
                     )
                 )  # fmt: skip

@@ -328,12 +328,15 @@ _TINY_TEMPLATE = (
 )
 
 
-def sampled_logprobs(logits: Any, token_ids: list[int], temperature: float) -> list[float]:
-    """The logprob of each generated token under ``log_softmax(logits / temperature)``;
-    ``logits`` is ``generate``'s tuple of per-step raw logits."""
+def sampled_logprobs(
+    logits: Any, token_ids: list[int], temperature: float, row: int = 0
+) -> list[float]:
+    """The logprob of each generated token of batch row ``row`` under
+    ``log_softmax(logits / temperature)``; ``logits`` is ``generate``'s tuple of
+    per-step raw logits."""
     import torch
 
-    steps = torch.stack(list(logits)[: len(token_ids)], dim=1)[0].float()
+    steps = torch.stack([s[row] for s in list(logits)[: len(token_ids)]]).float()
     if temperature != 1.0:
         steps = steps / temperature
     picked = steps.gather(-1, torch.tensor(token_ids).unsqueeze(-1)).squeeze(-1)

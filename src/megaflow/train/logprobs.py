@@ -3,19 +3,56 @@
 The logit at position ``t`` scores the token at ``t + 1``. Logits are divided
 by the sampling temperature, so the trainer's distribution is the one the
 sampler drew from.
+
+A batch's prompts take no loss: :func:`first_scored` finds the first
+predicted position any row trains, and the model is asked for logits from
+there on only (Hugging Face's ``logits_to_keep``), which spares the output
+layer, the log-softmax and the entropy over every prompt token (about two
+fifths of the quickstart's positions). Positions before it come back as 0.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import torch
 
 
+@functools.cache
+def _keeps_logits(cls: type) -> bool:
+    """Whether ``cls.forward`` takes ``logits_to_keep`` (Hugging Face causal LMs do)."""
+    try:
+        return "logits_to_keep" in inspect.signature(cls.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _unwrapped(model: Any) -> Any:
+    """The module whose ``forward`` a DDP wrapper passes its keywords to."""
+    return getattr(model, "module", model)
+
+
+def first_scored(loss_mask: torch.Tensor) -> int:
+    """The first predicted position (column of ``[B, T-1]``) any row trains; 0 if none."""
+    cols = loss_mask.ne(0).any(0).nonzero()
+    return int(cols[0]) if len(cols) else 0
+
+
 def _logits(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float,
+    start: int,
 ) -> torch.Tensor:
-    out = model(input_ids=input_ids, attention_mask=attention_mask)
+    """Logits of predicted positions ``start .. T-2`` (``[B, T-1-start, V]``), or of
+    all ``T-1`` when the model cannot keep fewer."""
+    kw: dict[str, Any] = {}
+    if start > 0 and _keeps_logits(type(_unwrapped(model))):
+        kw["logits_to_keep"] = input_ids.shape[1] - start
+    out = model(input_ids=input_ids, attention_mask=attention_mask, **kw)
     logits: torch.Tensor = out.logits[:, :-1].float()
     return logits / temperature if temperature != 1.0 else logits
 
@@ -34,12 +71,16 @@ def logprobs_and_entropy(
     temperature: float = 1.0,
     *,
     entropy: bool = True,
+    start: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[B, T-1]`` next-token logprobs (with gradient) and ``[B, T-1]`` entropies of
-    the next-token distribution (detached; zeros when ``entropy`` is false)."""
-    logits = _logits(model, input_ids, attention_mask, temperature)
+    the next-token distribution (detached; zeros when ``entropy`` is false).
+    Predicted positions before ``start`` are not computed and hold 0 in both
+    (a model without ``logits_to_keep`` computes them all)."""
+    logits = _logits(model, input_ids, attention_mask, temperature, start)
+    skipped = input_ids.shape[1] - 1 - logits.shape[1]
     logz = torch.logsumexp(logits, dim=-1)
-    nxt = input_ids[:, 1:].unsqueeze(-1)
+    nxt = input_ids[:, 1 + skipped :].unsqueeze(-1)
     logp = logits.gather(-1, nxt).squeeze(-1) - logz
     with torch.no_grad():
         if entropy:
@@ -47,4 +88,7 @@ def logprobs_and_entropy(
             ent = logz - (probs * logits).sum(-1)
         else:
             ent = torch.zeros_like(logp)
+    if skipped:
+        logp = torch.nn.functional.pad(logp, (skipped, 0))
+        ent = torch.nn.functional.pad(ent, (skipped, 0))
     return logp, ent

@@ -54,7 +54,7 @@ from megaflow.train.algorithms.batch import Scored, collate
 from megaflow.train.batching import pad_sample, plan
 from megaflow.train.checkpoint import FullState, read_tensors, rng_state, set_rng_state
 from megaflow.train.config import TrainerConfig
-from megaflow.train.logprobs import logprobs_and_entropy
+from megaflow.train.logprobs import first_scored, logprobs_and_entropy
 from megaflow.train.onebit_adam import OnebitAdam
 from megaflow.train.optim import build_optimizer
 from megaflow.train.samples import TrainingSample
@@ -234,14 +234,20 @@ class RankWorker:
     def _micro_step(self, items: Sequence[Scored]) -> torch.Tensor:
         batch = collate(items, self.pad_id).to(self.device)
         temp = self.config.temperature
+        start = first_scored(batch.loss_mask)  # no logits for the prompts' positions
         logp, entropy = logprobs_and_entropy(
-            self.model, batch.input_ids, batch.attention_mask, temp
+            self.model, batch.input_ids, batch.attention_mask, temp, start=start
         )
         ref_logp = None
         if self.ref is not None:
             with torch.no_grad():
                 ref_logp, _ = logprobs_and_entropy(
-                    self.ref, batch.input_ids, batch.attention_mask, temp, entropy=False
+                    self.ref,
+                    batch.input_ids,
+                    batch.attention_mask,
+                    temp,
+                    entropy=False,
+                    start=start,
                 )
         loss, sums = self.algorithm.loss(batch, logp, ref_logp=ref_logp, entropy=entropy)
         # FSDP averages gradients over ranks; each rank's loss is a share of the sum
