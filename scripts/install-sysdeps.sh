@@ -8,7 +8,7 @@
 # Every external program the code or the tests run is named here, with the
 # Debian package providing it (tests/test_sysdeps.py keeps the two in step).
 # Packages are installed with --no-install-recommends, so programs that other
-# programs start (podman's conmon, runc and catatonit) are named too.
+# programs start (podman's conmon, runc, crun and catatonit) are named too.
 set -euo pipefail
 
 # binary:package pairs; a binary kept off PATH is named by its absolute path
@@ -18,6 +18,7 @@ NEEDED=(
   "podman:podman"                         # container runtime (Docker-compatible service)
   "conmon:conmon"                         # podman's container monitor
   "runc:runc"                             # the OCI runtime podman is told to use
+  "crun:crun"                             # the other OCI runtime: podman peers on crun (benchmarks)
   "/usr/libexec/podman/catatonit:catatonit"  # podman --init: PID 1 of each container
   "newuidmap:uidmap"                      # user-namespace id maps (podman, bwrap)
   "newgidmap:uidmap"

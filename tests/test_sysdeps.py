@@ -41,6 +41,7 @@ INDIRECT = {
     "catatonit": "podman --init (the container runtime's default) runs it as PID 1",
     "conmon": "podman monitors every container with it",
     "runc": "the OCI runtime podman is configured with",
+    "crun": "the OCI runtime of the benchmarks' podman peers on crun",
     "newuidmap": "user-namespace id maps for podman",
     "newgidmap": "user-namespace id maps for podman",
     "postgres": "pg_ctl starts it",
