@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from megaflow.environment.abstract import Runtime
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def cpu_s() -> float:
@@ -108,6 +109,21 @@ def interleave_reps(
     return out
 
 
+async def interleave_async(
+    reps: int, sides: Sequence[Callable[[], Awaitable[T]]], alternate: bool = True, warmup: int = 0
+) -> list[list[T]]:
+    """:func:`interleave` for sides that are coroutines (a side that drives a
+    runtime bound to the running event loop), awaited one at a time."""
+    for k in range(warmup):
+        for _i, side in _order(sides, k, alternate):
+            await side()
+    out: list[list[T]] = [[] for _ in sides]
+    for rep in range(reps):
+        for i, side in _order(sides, warmup + rep, alternate):
+            out[i].append(await side())
+    return out
+
+
 def order_text(n_sides: int, alternate: bool = True) -> str:
     """How the sides were ordered, for a table's notes."""
     names = "ABCDEFGH"[:n_sides]
@@ -116,9 +132,7 @@ def order_text(n_sides: int, alternate: bool = True) -> str:
     return f"{' '.join(names)}, then {' '.join(reversed(names))}, alternating"
 
 
-def _order(
-    sides: Sequence[Callable[[int], T]], rep: int, alternate: bool
-) -> list[tuple[int, Callable[[int], T]]]:
+def _order(sides: Sequence[S], rep: int, alternate: bool) -> list[tuple[int, S]]:
     order = list(enumerate(sides))
     if alternate and rep % 2:
         order.reverse()

@@ -7,12 +7,14 @@
 - teardown: ``sandbox.destroy()``;
 - density: live persistent sandboxes (``--live N``) and host memory per
   sandbox (drop of MemAvailable, and the summed PSS of their processes);
-- peer: ``podman run --rm`` (runc, cgroupfs) of ``true`` in a busybox image
-  imported from the same root filesystem, against local
-  create + exec ``true`` + destroy of that image: the same image, command and
-  lifecycle (start to removal) on both sides, interleaved one for one, the
-  ratio taken pair by pair. The cold-start rows (host image, create only) have
-  no podman counterpart and are not compared with it.
+- peer: ``podman run --rm`` (cgroupfs) of ``true`` in a busybox image
+  imported from the same root filesystem, on runc and on crun, against local
+  create + exec ``true`` + destroy of that image: the same image, command,
+  warm-up and lifecycle (start to removal) on every side, the three
+  interleaved in alternating order (``ab.interleave_async``), each runtime's
+  ratio taken pair by pair against the local run of the same repetition. The
+  cold-start rows (host image, create only) have no podman counterpart and
+  are not compared with it. The density rows' podman containers run on runc.
 
 Targets: cold start P99 <= 50 ms, warm acquire P99 <= 5 ms, exec P50 <= 3 ms,
 >= 1,000 live sandboxes at <= 10 MiB each, start to removal >= 5x faster than podman run.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import shutil
 import statistics
 import sys
@@ -33,16 +36,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sandbox_probes
-from ab import ratios
+from ab import interleave_async, order_text, ratios
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.environment.rootfs import build_busybox_rootfs
-from podman_peer import PodmanPeer, podman_density
+from podman_peer import OciRuntime, PodmanPeer, podman_density
 from report import LOAD_AT_START, SAMPLER, add_rule_args, begin, report
 
 HOST = EnvironmentSpec()
+RUNTIMES: tuple[OciRuntime, ...] = ("runc", "crun")
+"""The OCI runtimes the podman peer runs on, in the order the sides are interleaved."""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -165,36 +170,46 @@ async def local_once(rt: LocalRuntime, spec: EnvironmentSpec) -> float:
 
 async def same_command(
     rt: LocalRuntime, rootfs: Path, n: int
-) -> tuple[list[float], list[float] | str]:
-    """Local create + exec ``true`` + destroy, and ``podman run --rm`` of ``true``,
-    both on the busybox image, interleaved one for one in alternating order
-    (local first, then podman first, ...)."""
+) -> tuple[list[float], dict[OciRuntime, list[float] | str]]:
+    """Local create + exec ``true`` + destroy, and ``podman run --rm`` of ``true`` on
+    each of ``RUNTIMES``, all on the busybox image: ``n`` repetitions interleaved
+    in alternating order (local, runc, crun, then crun, runc, local, ...: what one
+    side leaves the kernel to do falls on every side alike), after one untimed
+    run of each in the same order (the local one unpacks the image). Per runtime
+    its times, or why it has none (a runtime that fails stops being run)."""
     spec = EnvironmentSpec(image=str(rootfs))
-    async with await rt.create(spec):  # unpack the image once, outside the timing
-        pass
-    peer: PodmanPeer | str
-    if shutil.which("podman") is None:
-        peer = "podman not installed"
-    else:
+    peers: list[PodmanPeer] = []
+    why: dict[OciRuntime, str] = {}
+    for runtime in RUNTIMES:
+        missing = [p for p in ("podman", runtime) if shutil.which(p) is None]
+        if missing:
+            why[runtime] = f"{' and '.join(missing)} not installed"
+            continue
         try:
-            peer = PodmanPeer(rootfs)
+            peers.append(PodmanPeer(rootfs, runtime))
         except RuntimeError as e:
-            peer = str(e)
-    local: list[float] = []
-    runs: list[float] = []
+            why[runtime] = str(e)
+
+    def podman_side(peer: PodmanPeer) -> Callable[[], Awaitable[float]]:
+        async def run() -> float:
+            if peer.runtime in why:
+                return math.nan
+            try:
+                return peer.once()
+            except RuntimeError as e:
+                why[peer.runtime] = str(e)
+                return math.nan
+
+        return run
+
+    sides = [lambda: local_once(rt, spec), *(podman_side(peer) for peer in peers)]
     try:
-        for i in range(n):  # the order alternates: what one side leaves the kernel to do
-            if isinstance(peer, PodmanPeer) and i % 2:  # falls on both sides alike
-                runs.append(peer.once())
-            local.append(await local_once(rt, spec))
-            if isinstance(peer, PodmanPeer) and not i % 2:
-                runs.append(peer.once())
-    except RuntimeError as e:
-        return local, str(e)
+        local, *runs = await interleave_async(n, sides, warmup=1)
     finally:
-        if isinstance(peer, PodmanPeer):
+        for peer in peers:
             peer.pm.close()
-    return local, runs if isinstance(peer, PodmanPeer) else peer
+    times = {peer.runtime: got for peer, got in zip(peers, runs, strict=True)}
+    return local, {r: why.get(r) or times[r] for r in RUNTIMES}
 
 
 def podman_dense(rootfs: Path, live: int) -> dict[str, float] | str:
@@ -224,7 +239,7 @@ async def main(args: argparse.Namespace) -> None:
         cold16, _, _ = await cold_starts(rt, max(16, n_cold), 16)
         warm = await warm_acquires(rt, n_warm)
         trips = await exec_trips(rt, n_exec)
-        local_same, peer = await same_command(rt, rootfs, n_peer)  # unpacks the image
+        local_same, peers = await same_command(rt, rootfs, n_peer)  # unpacks the image
         SAMPLER.own_load(f"density rows ({live:,} live sandboxes, then as many podman containers)")
         dense_local = await density(rt, live, EnvironmentSpec(image=str(rootfs)))
     finally:
@@ -244,15 +259,17 @@ async def main(args: argparse.Namespace) -> None:
         row("teardown", down, "-"),
         row("local create+exec+destroy, busybox image", local_same, "-"),
     ]
-    if isinstance(peer, list):
-        rows.append(row("peer: podman run --rm `true`, busybox image", peer, "-"))
-        pair = ratios(peer, local_same)
-        ratio = f"{statistics.median(pair):.1f}x"
-        rng = f"{min(pair):.1f}-{max(pair):.1f}x over {len(pair)} pairs"
-    else:
-        rows.append(["peer: podman run --rm", peer, "-", "-", "0"])
-        ratio, rng = "n/a", ""
-    rows.append(["podman / local, same command, pair by pair", ratio, rng, ">= 5x", ""])
+    for runtime, runs in peers.items():
+        if isinstance(runs, list):
+            rows.append(row(f"peer: podman run --rm `true` ({runtime}), busybox image", runs, "-"))
+            pair = ratios(runs, local_same)
+            ratio = f"{statistics.median(pair):.1f}x"
+            rng = f"{min(pair):.1f}-{max(pair):.1f}x over {len(pair)} pairs"
+        else:
+            rows.append([f"peer: podman run --rm ({runtime})", runs, "-", "-", "0"])
+            ratio, rng = "n/a", ""
+        name = f"podman ({runtime}) / local, same command, pair by pair"
+        rows.append([name, ratio, rng, ">= 5x", ""])
     d = dense_local
     rows += [
         [f"live persistent sandboxes (asked {live:,})", f"{d['answering']:.0f} answering",
@@ -266,7 +283,7 @@ async def main(args: argparse.Namespace) -> None:
     ]  # fmt: skip
     if isinstance(dense, dict):
         rows += [
-            [f"peer: host memory per idle podman container ({dense['live']:,.0f} live)",
+            [f"peer: host memory per idle podman container (runc, {dense['live']:,.0f} live)",
              f"{dense['MemAvailable']:.2f} MiB (MemAvailable drop)",
              f"{dense['container PSS'] + dense['conmon PSS']:.2f} MiB (PSS, conmon "
              f"{dense['conmon PSS']:.2f})", "-", ""],
@@ -281,13 +298,15 @@ async def main(args: argparse.Namespace) -> None:
         f"Density: {live:,} live sandboxes (`--live`), started 16 at a time after every "
         "other row, so the load they raise does not mark those rows. "
         "The podman comparison is like for like: the same busybox image and command, start "
-        "to removal on both sides (podman: one CLI process per run, runc, cgroupfs, private "
-        "overlay storage with the image imported once; local: the runtime started once), "
-        f"interleaved in alternating order (local, podman, podman, local, ...) for "
-        f"{len(local_same)} pairs, the first run of "
-        "each outside the timing. Cold-start rows are create-only on the host image and have "
+        "to removal on every side (podman: one CLI process per run, cgroupfs, private "
+        "overlay storage with the image imported once, on runc and on crun, each row naming "
+        "its runtime; local: the runtime started once), interleaved in alternating order "
+        f"({order_text(1 + len(RUNTIMES))}; A local, then "
+        f"{', '.join(RUNTIMES)}) for {len(local_same)} repetitions after one untimed run of "
+        "each in the same order; each runtime's ratio is taken against the local run of the "
+        "same repetition. Cold-start rows are create-only on the host image and have "
         "no podman counterpart. Host memory: the same count of idle live sandboxes and "
-        "`podman run -d` containers of `sleep` on the busybox image, one side after the "
+        "`podman run -d` containers of `sleep` (runc) on the busybox image, one side after the "
         "other (local first), each measured against MemAvailable just before its own starts; "
         "PSS sums each side's processes (local: bubblewrap and the exec server; podman: "
         "the container's process and its conmon)."

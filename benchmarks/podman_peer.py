@@ -1,9 +1,12 @@
 """Podman as the sandbox benchmarks' peer: ``podman run`` on private storage, and
 host memory per live container at a given count.
 
-Both are on runc and cgroupfs with overlay storage in a folder of their own
+Both use cgroupfs with overlay storage in a folder of their own
 (``--root``/``--runroot``), the busybox image imported once from the same root
-filesystem the local side uses, and the network off, as a local sandbox's.
+filesystem the local side uses, and the network off, as a local sandbox's. The
+OCI runtime is a parameter: ``runc`` (the default, what the container runtime's
+service uses) or ``crun`` (written in C, where runc is Go), so the peer can be
+measured on both.
 """
 
 from __future__ import annotations
@@ -15,20 +18,24 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 from report import claim
 from sandbox_probes import meminfo
 
 IMAGE = "megaflow-bench:rootfs"
 
+OciRuntime = Literal["runc", "crun"]
+"""The OCI runtimes podman is measured on."""
+
 
 class Podman:
-    """``podman`` on private storage, with runc and cgroupfs."""
+    """``podman`` on private storage, with ``runtime`` (runc or crun) and cgroupfs."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, runtime: OciRuntime = "runc") -> None:
         self.base = base
         self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
-        self.cli += ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+        self.cli += ["--runtime", runtime, "--cgroup-manager", "cgroupfs"]
         self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
         claim(str(base))  # its conmons: detached, without our environment
 
@@ -45,26 +52,27 @@ class Podman:
 
 
 class PodmanPeer:
-    """``podman run --rm`` of a command in the busybox image, on private storage."""
+    """``podman run --rm`` of a command in the busybox image, on private storage,
+    with ``runtime``. Nothing runs before the first :meth:`once`: the caller warms
+    it up as it warms up the side it is compared with."""
 
-    def __init__(self, rootfs: Path) -> None:
-        self.pm = Podman(Path(tempfile.mkdtemp(prefix="mf-bench-podman-")))
-        done = self.pm.run("import", "-q", str(rootfs), "megaflow-bench:rootfs")
+    def __init__(self, rootfs: Path, runtime: OciRuntime = "runc") -> None:
+        self.runtime = runtime
+        self.pm = Podman(Path(tempfile.mkdtemp(prefix=f"mf-bench-podman-{runtime}-")), runtime)
+        done = self.pm.run("import", "-q", str(rootfs), IMAGE)
         if done.returncode != 0:
             self.pm.close()
             raise RuntimeError(f"podman import failed: {done.stderr.strip()[:200]}")
         nofile = os.sysconf("SC_OPEN_MAX")
         self.limits = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=32768:32768"]
-        self.once()  # first run outside the timing, as the local side's image unpack
 
     def once(self) -> float:
+        """Seconds of one ``podman run --rm`` of ``true``, start to removal."""
         t0 = time.perf_counter()
-        done = self.pm.run(
-            "run", "--rm", "--network", "none", *self.limits, "megaflow-bench:rootfs", "true"
-        )
+        done = self.pm.run("run", "--rm", "--network", "none", *self.limits, IMAGE, "true")
         took = time.perf_counter() - t0
         if done.returncode != 0:
-            raise RuntimeError(f"podman run failed: {done.stderr.strip()[:200]}")
+            raise RuntimeError(f"podman run ({self.runtime}) failed: {done.stderr.strip()[:200]}")
         return took
 
 
@@ -78,15 +86,18 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def podman_density(rootfs: Path, n: int, batch: int = 8) -> dict[str, float]:
+def podman_density(
+    rootfs: Path, n: int, batch: int = 8, runtime: OciRuntime = "runc"
+) -> dict[str, float]:
     """Host memory per idle container at ``n`` live ones (``podman run -d`` of
     ``sleep``, ``batch`` CLI calls at a time): MiB per container of the drop of
     MemAvailable and of the kernel's Slab and PageTables, the PSS of each
     container's processes and of its conmon (podman has no daemon: conmon is its
-    per-container supervisor), and the seconds to start them all."""
-    peer = PodmanPeer(rootfs)
+    per-container supervisor), and the seconds to start them all, on ``runtime``."""
+    peer = PodmanPeer(rootfs, runtime)
     pm, ids = peer.pm, []
     try:
+        peer.once()  # the first run's one-off work (storage, image) outside the count
         time.sleep(0.5)
         before = meminfo()
         t0 = time.perf_counter()

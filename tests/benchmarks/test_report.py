@@ -6,10 +6,11 @@ A/B helper alternates the sides and warms each up alike."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,20 @@ def test_interleave_alternates_and_warms_every_side_alike() -> None:
     ab.interleave_reps(2, [lambda r: seen.append(("A", r)), lambda r: seen.append(("B", r))],
                        warmup=1)  # fmt: skip
     assert seen == [("A", -1), ("B", -1), ("B", 0), ("A", 0), ("A", 1), ("B", 1)]
+
+
+def test_interleave_async_keeps_the_same_order_and_warm_up() -> None:
+    calls: list[str] = []
+
+    def side(name: str, value: int) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            calls.append(name)
+            await asyncio.sleep(0)
+            return value
+
+        return run
+
+    sides = [side("A", 1), side("B", 2), side("C", 3)]
+    got = asyncio.run(ab.interleave_async(2, sides, warmup=1))
+    assert calls == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]  # warm-up, then on alternating
+    assert got == [[1, 1], [2, 2], [3, 3]]
