@@ -6,8 +6,14 @@ cgroupfs, private storage; the busybox root filesystem imported as image):
 - the first load of a root-filesystem tarball image, timed apart;
 - cold start (create through ready) at concurrency 1 and N;
 - exec round trip of ``true``, reset, teardown;
-- create + exec + destroy of one command, against the peer: ``podman run
-  --rm`` of the same command on the same service storage, in the same run.
+
+and, on that service and on a second one alike but on crun: create + exec +
+destroy of one command through the Docker API (the container runtime),
+against the peer: ``podman run --rm`` of the same command through the CLI on
+the same service storage. The four sides (API and CLI on runc, then on crun)
+are interleaved in alternating order (``ab.interleave_async``) after one
+untimed run of each; each ratio is the CLI's over the API's on one runtime,
+pair by pair.
 
 ``python benchmarks/bench_container.py`` (``--quick`` for a short run).
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import sys
 import time
@@ -27,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fixtures.podman import PodmanService, running_podman_service
 
-from ab import ratios, spread
+from ab import interleave_async, order_text, ratios, spread
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import ContainerRuntimeConfig
 from megaflow.environment.container import ContainerRuntime
@@ -83,35 +90,64 @@ async def measure(svc: PodmanService, n: int, conc: int, n_exec: int) -> list[li
         rows.append(row("reset", resets))
         await sb.destroy()
         rows.append(row("teardown", teardowns))
-
-        async def one_shot() -> None:
-            box = await rt.create(spec)
-            await box.exec("true")
-            await box.destroy()
-
-        ours: list[float] = []
-        peer: list[float] = []
-
-        def podman_run() -> float:
-            t0 = time.perf_counter()
-            done = svc.podman("run", "--rm", "--network", "none", svc.image, "true")
-            if done.returncode != 0:
-                raise RuntimeError(f"podman run failed: {done.stderr.strip()[:300]}")
-            return time.perf_counter() - t0
-
-        for i in range(max(3, n // 2)):  # interleaved, which side goes first alternating:
-            if i % 2:  # what one run leaves the kernel to do falls on both sides alike
-                peer.append(podman_run())
-            ours.append(await timed(one_shot))
-            if not i % 2:
-                peer.append(podman_run())
-        rows.append(row("container runtime: create + exec + destroy", ours))
     finally:
         await rt.stop()
-    rows.append(row("peer: podman run --rm (same command, same storage)", peer))
-    pair = ratios(peer, ours)
-    rows.append(["podman run / ours, pair by pair", spread(pair, "{:.1f}x".format), "",
-                 str(len(pair))])  # fmt: skip
+    return rows
+
+
+def one_shot(rt: ContainerRuntime, spec: EnvironmentSpec) -> Callable[[], Awaitable[float]]:
+    """Seconds of create + exec ``true`` + destroy through the Docker API."""
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        box = await rt.create(spec)
+        await box.exec("true")
+        await box.destroy()
+        return time.perf_counter() - t0
+
+    return run
+
+
+def podman_run(svc: PodmanService) -> Callable[[], Awaitable[float]]:
+    """Seconds of ``podman run --rm`` of ``true`` through the CLI, on ``svc``'s storage."""
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        done = svc.podman("run", "--rm", "--network", "none", svc.image, "true")
+        if done.returncode != 0:
+            raise RuntimeError(f"podman run failed: {done.stderr.strip()[:300]}")
+        return time.perf_counter() - t0
+
+    return run
+
+
+async def like_for_like(services: dict[str, PodmanService], reps: int) -> list[list[str]]:
+    """Per service (one per OCI runtime): create + exec + destroy through the
+    container runtime, and ``podman run --rm`` of the same command through the
+    CLI; every side interleaved in alternating order after one untimed run of
+    each (the API side's first loads the image)."""
+    rts = {
+        name: ContainerRuntime(ContainerRuntimeConfig(base_url=svc.url, namespace="bench"))
+        for name, svc in services.items()
+    }
+    sides: list[Callable[[], Awaitable[float]]] = []
+    for name, svc in services.items():
+        sides += [one_shot(rts[name], EnvironmentSpec(image=str(svc.rootfs))), podman_run(svc)]
+    try:
+        for rt in rts.values():
+            await rt.start()
+        got = await interleave_async(reps, sides, warmup=1)
+    finally:
+        for rt in rts.values():
+            await rt.stop()
+    rows: list[list[str]] = []
+    for k, name in enumerate(services):
+        ours, peer = got[2 * k], got[2 * k + 1]
+        rows.append(row(f"container runtime ({name}): create + exec + destroy", ours))
+        rows.append(row(f"peer: podman run --rm ({name}, same command, same storage)", peer))
+        pair = ratios(peer, ours)
+        rows.append([f"podman run / ours ({name}), pair by pair",
+                     spread(pair, "{:.1f}x".format), "", str(len(pair))])  # fmt: skip
     return rows
 
 
@@ -127,17 +163,36 @@ def main() -> None:
     binary = shutil.which("podman")
     if binary is None:
         sys.exit("podman is not installed (apt-get install podman runc uidmap)")
-    with running_podman_service(binary, driver="overlay") as svc:
-        claim(str(svc.home))  # its conmons: detached, without our environment
+    with contextlib.ExitStack() as stack:
+        svc = stack.enter_context(running_podman_service(binary, driver="overlay"))
+        services = {"runc": svc}
+        why_not_crun = ""
+        if shutil.which("crun") is None:
+            why_not_crun = "crun not installed"
+        else:
+            try:
+                services["crun"] = stack.enter_context(
+                    running_podman_service(binary, driver="overlay", runtime="crun")
+                )
+            except RuntimeError as e:
+                why_not_crun = str(e)[:300]
+        for each in services.values():
+            claim(str(each.home))  # its conmons: detached, without our environment
         rows = asyncio.run(measure(svc, n, conc, n_exec))
+        rows += asyncio.run(like_for_like(services, max(3, n // 2)))
+    if why_not_crun:
+        rows.append(["podman on crun", why_not_crun, "", "0"])
     notes = (
-        "Podman 4.3 service over a Unix socket, runc, cgroupfs, overlay storage; busybox image. "
+        "Podman 4.3 service over a Unix socket, cgroupfs, overlay storage; busybox image. "
+        "Rows without a runtime in their name are on runc. "
         "Cold start = create through ready, not counting the image load (with nothing to "
         "place in the workspace, its container takes the reset snapshot as it starts). "
-        "The peer runs through the podman CLI on the same storage, the same image, command "
-        "and lifecycle (create to removal), interleaved one for one with ours, which goes "
-        "first alternating; the ratio is "
-        "the median (min-max) of the pairs."
+        "Create + exec + destroy: a runc service and a crun service, each with its own "
+        "storage; on each, ours through the Docker API and the peer through the podman CLI "
+        "on the same storage, the same image, command and lifecycle (create to removal); "
+        f"the {2 * len(services)} sides interleaved ({order_text(2 * len(services))}; "
+        f"{', '.join(f'API then CLI on {name}' for name in services)}) after one untimed "
+        "run of each; each ratio is the median (min-max) of the pairs on one runtime."
     )
     report(
         "container",
