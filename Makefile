@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-POLICY := .megaflow/models/settings-fix
+FAMILY := tasks/settings-kinds
+POLICY := .megaflow/models/settings-kinds
 QUICKSTART := .megaflow/train/quickstart
 # Test processes (pytest-xdist), a test file each at a time: its fixtures stay in one process.
 # Files go out in collection order, which tests/fixtures/ordering.py makes longest first
@@ -35,14 +36,15 @@ openhands: | $(PY)
 sysdeps:
 	bash scripts/install-sysdeps.sh
 
-# Built once; again when the demonstrations change.
+# Built once; again when the family's demonstrations or build settings change. The build
+# fails (exit 1, no policy left) if the warm policy does not copy the held-out issues.
 # One torch thread per process: the policy is tiny, and on a shared machine a second
 # thread mostly spins (the warm start, under load, took several times the CPU per step with
 # the default threads).
 $(POLICY) run: export OMP_NUM_THREADS ?= 1
-$(POLICY): tasks/settings-fix/demonstrations.jsonl | $(STAMP)
+$(POLICY): $(FAMILY)/demonstrations.jsonl $(FAMILY)/policy.json $(FAMILY)/warm_start.json | $(STAMP)
 	rm -rf $(POLICY)
-	$(PY) -m megaflow.app.training.quickstart $(POLICY)
+	$(PY) -m megaflow.app.training.quickstart $(POLICY) --tasks $(FAMILY)
 
 # The trained arm, its control (the same loop, each group's rewards shuffled; it starts
 # from the same weights, so the trained arm's round before training serves both), the verdict.

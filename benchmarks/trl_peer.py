@@ -49,7 +49,7 @@ from megaflow.train.samples import TrainingSample
 from peer_policy import cached_policy, heldout_reward, policy_reward, shown
 from study_train_quickstart import ROOT, SYSTEM, TASKS, Sampler, study_reward
 
-QUICKSTART = ROOT / "examples" / "train-quickstart.yaml"
+QUICKSTART = ROOT / "examples" / "train-quickstart-fix.yaml"
 
 
 @dataclass(frozen=True)

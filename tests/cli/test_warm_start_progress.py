@@ -18,7 +18,9 @@ def test_the_warm_start_reports_each_phase_and_its_first_step(tmp_path: Path) ->
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "megaflow.app.training.quickstart", str(out), "--sft-steps", "3"],
+        # settings-fix: a family without a copy bar, so 3 steps make a policy
+        [sys.executable, "-m", "megaflow.app.training.quickstart", str(out), "--sft-steps", "3",
+         "--tasks", "tasks/settings-fix"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None

@@ -62,7 +62,7 @@ def policy_dir(cfg: RunConfig) -> Path:
     if not path.is_dir():
         raise ConfigError(
             f"{field}: {path} is not a model directory; build it first (the quickstart's "
-            f"policy, .megaflow/models/settings-fix, is built by `make run`)",
+            f"policy, .megaflow/models/settings-kinds, is built by `make run`)",
             [(field, "no such directory")],
         )
     return path

@@ -1,15 +1,16 @@
 """The train quickstart's policy, prepared once: ``python -m megaflow.app.training.quickstart``.
 
-Builds the settings-fix policy (:func:`megaflow.train.quickstart_model.build_policy`:
+Builds a task family's policy (:func:`megaflow.train.quickstart_model.build_policy`:
 a tokenizer trained on the family's texts, a small causal LM with random
 weights) and warm-starts it on the family's demonstrations, a sloppy
-teacher's answers (``tasks/settings-fix/build/teacher.py``;
+teacher's answers (``tasks/<family>/build/teacher.py``;
 :func:`megaflow.train.warm_start.warm_start`), into the directory
 ``examples/train-quickstart.yaml`` names. ``make run`` calls it when that
 directory does not exist yet.
 
-``--tasks`` picks the family (``tasks/settings-fix`` by default; also
-``tasks/settings-kinds``, for ``examples/train-quickstart-kinds.yaml``). A
+``--tasks`` picks the family (``tasks/settings-kinds`` by default, the
+quickstart's; also ``tasks/settings-fix``, for
+``examples/train-quickstart-fix.yaml``). A
 family may carry a ``policy.json`` beside its splits: :class:`PolicyConfig`
 fields it needs (settings-kinds: ``split_underscores``, ``underscore_leads``,
 8 ``heads``), and a ``warm_start.json``: :class:`WarmStartPlan`, how its
@@ -247,7 +248,7 @@ def cached(
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("out", type=Path, help="Where the policy goes (a new directory).")
-    ap.add_argument("--tasks", type=Path, default=Path("tasks/settings-fix"))
+    ap.add_argument("--tasks", type=Path, default=Path("tasks/settings-kinds"))
     ap.add_argument("--sft-steps", type=int, default=SFT_STEPS)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
