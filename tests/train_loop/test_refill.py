@@ -68,6 +68,7 @@ async def test_refill_brings_the_groups_with_signal_up_to_the_batch() -> None:
     )  # fmt: skip
     assert list(rounds.rounds) == ["x.s00003r1", "x.s00003r2"]  # stopped once full
     assert (got.rounds, got.prompts, got.with_signal) == (2, 8, 4)
+    assert got.drawn == tuple(i.instance_id for i in r1 + r2)
     signal = [g[0].group_id for g in got.batch.groups if not flat(g)]
     assert signal == [step_ids[0], r1[0].instance_id, r2[0].instance_id, r2[1].instance_id]
     assert len(got.batch.groups) == 4 + 3 + 3 + 2  # and every flat group, for the trainer
@@ -136,6 +137,9 @@ async def test_the_loop_refills_every_step_to_its_batch(
     assert refills, lines
     assert all(line.endswith("2/2 groups with signal") for line in refills)
     assert [p.weights_version for p in curve.steps] == [1, 2]
+    for point in curve.steps:  # the refills' prompts are the step's too, none of its own
+        assert point.refill_prompts
+        assert not set(point.refill_prompts) & set(point.prompts)
     rounds = {
         json.loads(f.read_text())["task_id"].split("/")[-2].split(".")[1]
         for f in (tmp_path / "art").rglob("trajectory.json")

@@ -26,6 +26,9 @@ class StepPoint(BaseModel):
 
     step: int
     prompts: list[str] = Field(description="The instance ids of the step's groups, in order.")
+    refill_prompts: list[str] | None = Field(
+        None, description="Dynamic sampling: the extra prompts its refill rounds rolled out."
+    )
     reward_mean: float
     loss: float | None = None
     kl: float | None = None

@@ -231,15 +231,15 @@ class TrainLoop:
             check_usable(batch, step, self.run_id)
             flat = 0 if has_signal(batch) else flat + 1
             check_signal(batch, flat, step, tc.max_steps_without_signal, self.run_id)
+            refilled = None
             if tc.algorithm.dynamic_sampling:  # groups without signal are filtered: refill
-                batch = (
-                    await refill_step(
-                        rollouts, batch, name=round_name(self.incarnation, step),
-                        pool=self.splits.train, used=set(self.plan.batch(step)),
-                        need=tc.prompts_per_step, rounds=tc.algorithm.refill_rounds,
-                        samples=self.cfg.samples, seed=tc.seed, step=step, say=self.say,
-                    )
-                ).batch  # fmt: skip
+                refilled = await refill_step(
+                    rollouts, batch, name=round_name(self.incarnation, step),
+                    pool=self.splits.train, used=set(self.plan.batch(step)),
+                    need=tc.prompts_per_step, rounds=tc.algorithm.refill_rounds,
+                    samples=self.cfg.samples, seed=tc.seed, step=step, say=self.say,
+                )  # fmt: skip
+                batch = refilled.batch
             rollout_s = time.perf_counter() - t0  # the rollouts waited for, refills included
             groups, stale = apply_staleness(
                 batch.groups, self.version, max_staleness=tc.max_staleness,
@@ -262,6 +262,8 @@ class TrainLoop:
                 **step_figures(stats, kl_measured=tc.kl_coef > 0),
             )  # fmt: skip
             point.sets = None if mixed is None else mixed.figures()
+            if refilled is not None and refilled.drawn:
+                point.refill_prompts = list(refilled.drawn)
             self.curve.steps.append(point)
             self._publish()
             line = step_line(point, tc, batch.masked, stats)

@@ -58,6 +58,7 @@ class Refilled:
     rounds: int  # extra rounds rolled out
     prompts: int  # extra prompts rolled out
     with_signal: int  # groups with signal the step trains on
+    drawn: tuple[str, ...] = ()  # instance ids of the extra prompts, in the order drawn
 
 
 def draw(
@@ -90,11 +91,13 @@ async def refill_step(
     problems = dict(batch.problems)
     used = set(used)
     done = asked = 0
+    drawn: list[str] = []
     while len(keep) < need and done < rounds:
         done += 1
         insts = draw(pool, used, need, seed=seed, step=step, round_=done)
         used |= {i.instance_id for i in insts}
         asked += len(insts)
+        drawn += [i.instance_id for i in insts]
         extra = f"{name}r{done}"
         await rollouts.submit(extra, insts, samples, TaskType.TRAIN, priority=1)
         got = await rollouts.collect(extra)
@@ -106,4 +109,6 @@ async def refill_step(
             f"step {step}: refilled in {done} round(s) of {need} prompts: "
             f"{min(len(keep), need)}/{need} groups with signal"
         )
-    return Refilled(Batch(keep[:need] + flats, problems), done, asked, min(len(keep), need))
+    return Refilled(
+        Batch(keep[:need] + flats, problems), done, asked, min(len(keep), need), tuple(drawn)
+    )
