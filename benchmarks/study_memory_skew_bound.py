@@ -60,16 +60,18 @@ def main() -> None:
             )
             rep = asyncio.run(sim.run())
             (pol,) = made
+            forcing = pol.forcing
             waits = sim.waits()
             top = sorted(range(len(waits)), key=lambda i: -waits[i])[:5]
             kinds = Counter(f"{ep.trace[i].type} {ep.trace[i].memory_mb // 1024} GB" for i in top)
             fleet_s = len(ep.instances) * rep.makespan_s
-            early = pol.holds_early / pol.holds if pol.holds else 0.0
+            early = forcing.holds_early / forcing.holds if forcing.holds else 0.0
             name = "learned" if backfill else "learned, held instances empty"
             print(
                 f"| {seed} | {name} | {rep.avg_jct_s:,.0f} | {rep.p99_jct_s:,.0f} | "
-                f"{rep.max_wait_s:,.0f} | {pol.holds:,} | {early:.0%} | "
-                f"{pol.held_s:,.0f} ({pol.held_s / fleet_s:.0%}) | {pol.backfilled:,} | "
+                f"{rep.max_wait_s:,.0f} | {forcing.holds:,} | {early:.0%} | "
+                f"{forcing.held_s:,.0f} ({forcing.held_s / fleet_s:.0%}) | "
+                f"{forcing.backfilled:,} | "
                 + ", ".join(f"{n}x {k}" for k, n in kinds.most_common())
                 + " |"
             )

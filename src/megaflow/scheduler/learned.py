@@ -17,7 +17,9 @@ Whatever the network scores, no task starves: a wait bound
 (:class:`~megaflow.scheduler.wait_bound.WaitBound`) places every task that
 has waited beyond its fair share by a configured multiple of its expected run
 time or of its wait until then, whichever is less, before the network is asked,
-and lets only so many due tasks wait.
+and lets only so many due tasks wait; those placements, the instances held for
+due tasks that fit nowhere and the backfill on them are
+:mod:`~megaflow.scheduler.learned_forced`'s.
 
 Predicted run times come from the feedback hook: every placement that ends
 ``ok`` updates the mean run time of its (type, run) and of its type
@@ -37,8 +39,9 @@ from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
 from megaflow.scheduler.learned_candidates import EXACT_UP_TO, ClassAges, WorkOrder
 from megaflow.scheduler.learned_features import RunTimeEstimates, candidate_features
+from megaflow.scheduler.learned_forced import ForcedPlacements, Queue
 from megaflow.scheduler.learned_net import Checkpoint, read_checkpoint
-from megaflow.scheduler.wait_bound import Backfill, WaitBound
+from megaflow.scheduler.wait_bound import WaitBound
 
 if TYPE_CHECKING:
     from megaflow.scheduler.config import LearnedPolicyConfig
@@ -47,8 +50,6 @@ if TYPE_CHECKING:
 
 _Key = tuple[str, str, int, float, int, int]
 """A class of waiting tasks: type, run, priority, CPU, memory, GPU."""
-_Held = tuple["Instance", Resources, float]
-"""An instance held this round: for a task needing these resources, held for it since."""
 Chooser = Callable[["Array", "Array"], int]
 """Picks one candidate: (candidate rows, critic state) -> row index."""
 Recorder = Callable[[PendingTask, "Array", "Array", int, float, float], None]
@@ -101,26 +102,23 @@ class LearnedPolicy(SchedulingPolicy):
         self._work_order = WorkOrder(
             self._classes, self._head, self.class_work, lambda: self._observed
         )
-        self.bound: WaitBound | None = None
+        bound = None
         if wait_bound is not None:
             predict, waiting = self.estimates.predict, self._waiting
-            self.bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog)
-        self.forced = 0
+            bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog)
+        queue = Queue(lambda t: _key(t.spec), self._head, self._classes.__contains__,
+                      lambda: self._heads(set()), self._take, self._place)  # fmt: skip
+        self.forcing = ForcedPlacements(queue, bound, backfill)
+        """The wait bound's placements, holds and backfill, and their counts."""
+
+    @property
+    def bound(self) -> WaitBound | None:
+        return self.forcing.bound
+
+    @property
+    def forced(self) -> int:
         """Placements made by the wait bound instead of the network."""
-        self.backfill = Backfill() if backfill else None
-        self.backfilled = 0
-        """Placements on held instances that leave room for the task held for (in
-        ``forced`` too: not the network's decisions either)."""
-        self._held_on: dict[str, tuple[str, float]] = {}
-        """The instance last held for each waiting task (held for it again first), and
-        since when."""
-        self.holds = 0
-        """Instances held, summed over planning rounds."""
-        self.holds_early = 0
-        """Of them, for a task whose deadline had not passed (the backlog limit's)."""
-        self.held_s = 0.0
-        """Instance-seconds held: each round's holds until the next round."""
-        self._last_round = (0.0, 0)
+        return self.forcing.forced
 
     # -- the queue ---------------------------------------------------------------------
     def push(self, task: PendingTask) -> None:
@@ -135,8 +133,7 @@ class LearnedPolicy(SchedulingPolicy):
         self._shapes[key[3:]] += 1
         if heap[0][2] is task:
             self._ages.moved(key, task.seq)
-        if self.bound is not None:
-            self.bound.arrived(task)
+        self.forcing.arrived(task)
 
     def _waiting(self, task: PendingTask) -> bool:
         return task.id in self._token and not task.removed
@@ -155,7 +152,7 @@ class LearnedPolicy(SchedulingPolicy):
             moved = True
             if task.removed and self._token.get(task.id) == tok:
                 del self._token[task.id]
-                self._held_on.pop(task.id, None)
+                self.forcing.dropped(task.id)
         del self._classes[key]
         return None
 
@@ -206,8 +203,7 @@ class LearnedPolicy(SchedulingPolicy):
         return self._take(key)
 
     def observe(self, feedback: TaskFeedback) -> None:
-        if self.backfill is not None:
-            self.backfill.ended(feedback.task.id)
+        self.forcing.ended(feedback.task.id)
         self.estimates.observe(feedback)
         self._observed += 1
 
@@ -240,12 +236,10 @@ class LearnedPolicy(SchedulingPolicy):
         does not fit or is refused by admission is left out for the rest of the round."""
         out: list[Decision] = []
         blocked: set[_Key] = set()
-        held: list[_Held] = []
-        at, n = self._last_round
-        self.held_s += n * (self.now - at)
+        forcing = self.forcing
+        held = forcing.begin(self.now)
         try:
-            if self.bound is not None:
-                self._overdue(region, admit, limit, out, blocked, held)
+            forcing.overdue(region, admit, limit, out, blocked, held, self.now)
             while len(out) < limit:
                 actions = self._actions(region, blocked)
                 if not actions:
@@ -261,108 +255,17 @@ class LearnedPolicy(SchedulingPolicy):
                     p = self.probability(rows, chosen)
                     self.record(task, rows, state, chosen, p, self.now)
                 self._place(region, task, inst, out)
-            if held and self.backfill is not None:
-                self._backfill(self.backfill, region, admit, limit, out, held)
+            forcing.backfill_held(region, admit, limit, out, held)
         finally:
-            for inst, _, _ in held:
-                region.unhold(inst)
-            self._last_round = (self.now, len(held))
+            forcing.end(region, held, self.now)
         return out
 
     def _place(
         self, region: Region, task: PendingTask, inst: Instance, out: list[Decision]
     ) -> None:
-        self._held_on.pop(task.id, None)
         region.reserve(inst, task.spec)
         out.append(Decision(task, inst))
-        if self.backfill is not None:
-            self.backfill.placed(task.id, self.now)
-        if self.bound is not None:
-            self.bound.placed(task)
-            self.bound.started(self.now)
-
-    def _overdue(
-        self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
-        out: list[Decision], blocked: set[_Key], held: list[_Held],
-    ) -> None:  # fmt: skip
-        """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones),
-        earliest deadline first; within a class the head goes (tasks become due in arrival
-        order). One that fits nowhere gets the instance closest to fitting it held for the
-        rest of the round, so the room freed there is its, not a newer task's. Then the
-        tasks past their soft (fifo) deadline that fit, holding nothing. Each looks at up
-        to ``limit + 64`` tasks a round."""
-        bound = self.bound
-        assert bound is not None
-        most = bound.most_due(len(region.instances))
-        later = self._force(region, admit, limit, out, blocked, held,
-                            lambda: bound.take_overdue(self.now, most))  # fmt: skip
-        bound.put_back(later)
-        later = self._force(region, admit, limit, out, blocked, None,
-                            lambda: bound.take_soft(self.now))  # fmt: skip
-        bound.put_back_soft(later)
-
-    def _force(
-        self, region: Region, admit: Callable[[PendingTask, Instance], bool], limit: int,
-        out: list[Decision], blocked: set[_Key], held: list[_Held] | None,
-        take: Callable[[], PendingTask | None],
-    ) -> list[PendingTask]:  # fmt: skip
-        """Place what ``take`` names while it fits (holding an instance for one that does
-        not when ``held`` is given); returns the tasks taken and not placed."""
-        later: list[PendingTask] = []
-        looked = 0
-        while len(out) < limit and looked < limit + 64:
-            task = take()
-            if task is None:
-                break
-            looked += 1
-            later.append(task)
-            key = _key(task.spec)
-            head = self._head(key) if key in self._classes and key not in blocked else None
-            inst = None if head is None else region.best_fit(head.spec.resources)
-            if head is None or inst is None or not admit(head, inst):
-                blocked.add(key)
-                if inst is None and held is not None:
-                    was_id, since = self._held_on.get(task.id, ("", self.now))
-                    got = region.hold(task.spec.resources, region.instances.get(was_id))
-                    if got is not None:
-                        since = since if got.id == was_id else self.now
-                        held.append((got, task.spec.resources, since))
-                        self._held_on[task.id] = (got.id, since)
-                        self.holds += 1
-                        due = self.bound.due.get(task.id) if self.bound is not None else None
-                        self.holds_early += due is not None and due.deadline > self.now
-                continue
-            later.pop()
-            if head is not task:
-                later.append(task)
-            self._take(key)
-            self.forced += 1
-            self._place(region, head, inst, out)
-        return later
-
-    def _backfill(
-        self, backfill: Backfill, region: Region, admit: Callable[[PendingTask, Instance], bool],
-        limit: int, out: list[Decision], held: list[_Held],
-    ) -> None:  # fmt: skip
-        """On each held instance, the oldest class heads that leave room there for the
-        task it is held for, with every task placed there since the hold began still
-        running (:class:`Backfill`). The round's last step: a placement puts the instance
-        back in the index."""
-        heads: list[tuple[_Key, PendingTask]] | None = None
-        for inst, need, since in held:
-            while len(out) < limit and inst.slots > 0:
-                if heads is None:  # once a round, and again after each placement
-                    heads = sorted(self._heads(set()), key=lambda kt: kt[1].seq)
-                for key, task in heads:
-                    if backfill.fits(inst, need, since, task.spec.resources) and admit(task, inst):
-                        self._take(key)
-                        self.backfilled += 1
-                        self.forced += 1
-                        self._place(region, task, inst, out)
-                        heads = None
-                        break
-                else:
-                    break
+        self.forcing.placed(task, self.now)
 
     def _actions(
         self, region: Region, blocked: set[_Key]
