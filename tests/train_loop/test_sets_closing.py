@@ -38,7 +38,8 @@ def test_closing_lines_give_each_set_at_the_first_and_last_round() -> None:
         "held-out qa: 0.250 [0.000, 0.600] n 4 at step 0 -> 0.750 [0.300, 1.000] n 4 at step 3",
         "held-out swe: none graded at step 0 -> 0.500 [0.000, 1.000] n 2 at step 3",
     ]
-    assert closing_lines([after])[1:] == [  # one round: its figures once
+    assert closing_lines([after]) == [  # one round: its figures once
+        "held-out reward: 0.500 at step 3 (weights v3)",
         "held-out qa: 0.750 [0.300, 1.000] n 4 at step 3",
         "held-out swe: 0.500 [0.000, 1.000] n 2 at step 3",
     ]

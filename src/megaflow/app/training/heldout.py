@@ -289,10 +289,13 @@ def closing_lines(evals: Sequence[EvalPoint]) -> list[str]:
     first, last = evals[0], evals[-1]
     shown = [f"{e.reward_mean:.3f}" if e.reward_mean is not None else "none graded"
              for e in (first, last)]  # fmt: skip
-    out = [
-        f"held-out reward: {shown[0]} at step {first.step} -> "
-        f"{shown[1]} at step {last.step} (weights v{last.weights_version})"
-    ]
+    if first is last:  # one round (e.g. a control arm run with --no-eval-before)
+        out = [f"held-out reward: {shown[1]} at step {last.step} (weights v{last.weights_version})"]
+    else:
+        out = [
+            f"held-out reward: {shown[0]} at step {first.step} -> "
+            f"{shown[1]} at step {last.step} (weights v{last.weights_version})"
+        ]
     rounds = [first, last] if first is not last else [last]
     names = [n for e in rounds for n in (e.sets or {})]
     for name in dict.fromkeys(names):
