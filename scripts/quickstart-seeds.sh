@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole train quickstart on several seeds, each as `make run` runs seed 0: the
-# policy built and warm-started with --seed N (kept in .megaflow/models/settings-kinds-sN
-# and reused), the trained arm and its shuffled-reward control with train.seed N, and
+# policy built and warm-started with --seed N (kept under .megaflow/models/ by a hash of
+# everything it is built from, and reused while that holds), the trained arm and its shuffled-reward control with train.seed N, and
 # `megaflow train compare`; then one table of every seed
 # (benchmarks/study_settings_kinds.py seeds, written to benchmarks/studies/quickstart_seeds.md).
 #
@@ -20,7 +20,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 status=0
 dirs=()
 for n in "$@"; do
-  model=.megaflow/models/settings-kinds-s$n
+  key=$($PY -c "import sys; from pathlib import Path
+from megaflow.app.training.quickstart import SFT_STEPS, policy_key
+print(policy_key(Path('tasks/settings-kinds'), sft_steps=SFT_STEPS, seed=int(sys.argv[1])))" "$n")
+  model=.megaflow/models/settings-kinds-s$n-$key
   dir=$OUT/s$n
   rm -rf "$dir"
   mkdir -p "$dir"
