@@ -42,7 +42,7 @@ from megaflow.environment.config import LocalRuntimeConfig, PoolConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox
 from megaflow.environment.pool import SandboxPool
 from megaflow.environment.rootfs import build_busybox_rootfs
-from podman_peer import OciRuntime, PodmanPeer, podman_density
+from podman_peer import UNIFIED, OciRuntime, PodmanPeer, podman_density, runtime_prefix
 from report import LOAD_AT_START, SAMPLER, add_rule_args, begin, report
 
 HOST = EnvironmentSpec()
@@ -212,6 +212,19 @@ async def same_command(
     return local, {r: why.get(r) or times[r] for r in RUNTIMES}
 
 
+def wrapped_note(runtimes: tuple[OciRuntime, ...]) -> str:
+    """A sentence for the notes on the runtimes podman ran under a prefix here."""
+    wrapped = [r for r in runtimes if runtime_prefix(r)]
+    if not wrapped:
+        return ""
+    return (
+        " This host's cgroups are hybrid with a controller in cgroup2, which "
+        f"{' and '.join(wrapped)} refuses, so each of its podman calls ran in a mount "
+        f"namespace of its own with an empty tmpfs over {UNIFIED} (v1 controllers only), "
+        "the unshare and mount counted in its time."
+    )
+
+
 def podman_dense(rootfs: Path, live: int) -> dict[str, float] | str:
     """Podman's host memory per idle container at ``live``, or why it was not measured."""
     if shutil.which("podman") is None:
@@ -304,7 +317,8 @@ async def main(args: argparse.Namespace) -> None:
         f"({order_text(1 + len(RUNTIMES))}; A local, then "
         f"{', '.join(RUNTIMES)}) for {len(local_same)} repetitions after one untimed run of "
         "each in the same order; each runtime's ratio is taken against the local run of the "
-        "same repetition. Cold-start rows are create-only on the host image and have "
+        f"same repetition.{wrapped_note(RUNTIMES)} Cold-start rows are create-only on the host "
+        "image and have "
         "no podman counterpart. Host memory: the same count of idle live sandboxes and "
         "`podman run -d` containers of `sleep` (runc) on the busybox image, one side after the "
         "other (local first), each measured against MemAvailable just before its own starts; "

@@ -6,7 +6,8 @@ Both use cgroupfs with overlay storage in a folder of their own
 filesystem the local side uses, and the network off, as a local sandbox's. The
 OCI runtime is a parameter: ``runc`` (the default, what the container runtime's
 service uses) or ``crun`` (written in C, where runc is Go), so the peer can be
-measured on both.
+measured on both; :func:`runtime_prefix` is what podman must run under for
+crun to start containers on a host with a hybrid cgroup layout.
 """
 
 from __future__ import annotations
@@ -27,6 +28,29 @@ IMAGE = "megaflow-bench:rootfs"
 
 OciRuntime = Literal["runc", "crun"]
 """The OCI runtimes podman is measured on."""
+UNIFIED = "/sys/fs/cgroup/unified"
+"""Where a hybrid cgroup layout (v1 controllers under a tmpfs) mounts cgroup2."""
+
+
+def runtime_prefix(runtime: OciRuntime) -> list[str]:
+    """The argv podman must run under for ``runtime`` to start containers here.
+
+    Nothing, but for crun on a hybrid cgroup layout with a controller left to
+    cgroup2 (``hugetlb``, when no v1 hierarchy took it): crun 1.8 refuses that
+    layout ("cgroups in hybrid mode not supported"). It tells the layouts apart
+    with ``statfs``, so in a mount namespace of the call's own, with an empty
+    tmpfs over the cgroup2 mount, it sees the v1 layout and uses the v1
+    controllers, as runc does. The namespace and its mount end with the call's
+    processes; the host's mounts are not touched. It costs the crun side an
+    ``unshare`` and a ``mount`` per podman call."""
+    try:
+        in_cgroup2 = Path(UNIFIED, "cgroup.controllers").read_text().split()
+    except OSError:
+        in_cgroup2 = []
+    if runtime != "crun" or not in_cgroup2:
+        return []
+    mount = f'mount -t tmpfs none {UNIFIED} && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh"]
 
 
 class Podman:
@@ -34,7 +58,8 @@ class Podman:
 
     def __init__(self, base: Path, runtime: OciRuntime = "runc") -> None:
         self.base = base
-        self.cli = ["podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
+        self.prefix = runtime_prefix(runtime)
+        self.cli = [*self.prefix, "podman", "--root", f"{base}/root", "--runroot", f"{base}/run"]
         self.cli += ["--runtime", runtime, "--cgroup-manager", "cgroupfs"]
         self.cli += ["--events-backend", "file", "--storage-driver", "overlay"]
         claim(str(base))  # its conmons: detached, without our environment
