@@ -38,6 +38,7 @@ from ab import interleave_async, order_text, ratios, spread
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import ContainerRuntimeConfig
 from megaflow.environment.container import ContainerRuntime
+from podman_peer import UNIFIED, runtime_prefix
 from report import LOAD_AT_START, claim, report
 
 
@@ -171,9 +172,10 @@ def main() -> None:
             why_not_crun = "crun not installed"
         else:
             try:
-                services["crun"] = stack.enter_context(
-                    running_podman_service(binary, driver="overlay", runtime="crun")
+                crun = running_podman_service(
+                    binary, driver="overlay", runtime="crun", prefix=runtime_prefix("crun")
                 )
+                services["crun"] = stack.enter_context(crun)
             except RuntimeError as e:
                 why_not_crun = str(e)[:300]
         for each in services.values():
@@ -194,6 +196,13 @@ def main() -> None:
         f"{', '.join(f'API then CLI on {name}' for name in services)}) after one untimed "
         "run of each; each ratio is the median (min-max) of the pairs on one runtime."
     )
+    if runtime_prefix("crun"):
+        notes += (
+            " This host's cgroups are hybrid with a controller in cgroup2, which crun "
+            "refuses, so the crun service and each of its CLI calls ran in a mount namespace "
+            f"of its own with an empty tmpfs over {UNIFIED} (v1 controllers only), the CLI's "
+            "unshare and mount counted in its time."
+        )
     report(
         "container",
         "Container runtime (Docker API on Podman) vs podman run",
