@@ -32,7 +32,7 @@ NEEDED=(
   "umount:mount"                          # sandbox and podman mount cleanup
   "runuser:util-linux"                    # tests: PostgreSQL as a non-root user
   "nsenter:util-linux"                    # tests: a look into a sandbox's namespaces
-  "unshare:util-linux"                    # tests: the contract suite's namespace escape attempt
+  "unshare:util-linux"                    # tests: the contract suite's namespace escape attempt; benchmarks: crun's mount namespace
   "taskset:util-linux"                    # benchmarks: the rollout on 1 and on 2 cores (bench_cores)
   "chrt:util-linux"                       # tests: an agent changing its spawner's scheduling policy
   "prlimit:util-linux"                    # tests: an agent lowering its spawner's limits
