@@ -53,6 +53,12 @@ class TrainerConfig(BaseModel):
         description="'samples': that many sequences per pass; 'tokens': as many sequences as "
         "fit in that many padded tokens (a longer sequence gets a pass of its own).",
     )
+    shared_prefix: bool = Field(
+        True,
+        description="On one rank, run each distinct prompt of a micro-batch once and let the "
+        "samples that share it (a GRPO group's) attend to its keys and values: the same "
+        "logprobs and gradient, fewer tokens through the model. False: every sample whole.",
+    )
     algorithm: AlgorithmConfig = Field(
         default_factory=GrpoConfig,
         description="The advantage estimator and policy loss: {type: grpo} (the default), "

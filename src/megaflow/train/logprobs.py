@@ -13,20 +13,28 @@ fifths of the quickstart's positions). Positions before it come back as 0.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
 import torch
 
+_PARAMS: dict[type, frozenset[str]] = {}
 
-@functools.cache
-def _keeps_logits(cls: type) -> bool:
-    """Whether ``cls.forward`` takes ``logits_to_keep`` (Hugging Face causal LMs do)."""
-    try:
-        return "logits_to_keep" in inspect.signature(cls.forward).parameters
-    except (TypeError, ValueError):
-        return False
+
+def forward_params(model: Any) -> frozenset[str]:
+    """The keyword names ``model``'s class's ``forward`` takes (cached per class)."""
+    cls = type(model)
+    if cls not in _PARAMS:
+        try:
+            _PARAMS[cls] = frozenset(inspect.signature(cls.forward).parameters)
+        except (TypeError, ValueError, AttributeError):
+            _PARAMS[cls] = frozenset()
+    return _PARAMS[cls]
+
+
+def keeps_logits(model: Any) -> bool:
+    """Whether ``model`` takes ``logits_to_keep`` (Hugging Face causal LMs do)."""
+    return "logits_to_keep" in forward_params(model)
 
 
 def _unwrapped(model: Any) -> Any:
@@ -50,7 +58,7 @@ def _logits(
     """Logits of predicted positions ``start .. T-2`` (``[B, T-1-start, V]``), or of
     all ``T-1`` when the model cannot keep fewer."""
     kw: dict[str, Any] = {}
-    if start > 0 and _keeps_logits(type(_unwrapped(model))):
+    if start > 0 and keeps_logits(_unwrapped(model)):
         kw["logits_to_keep"] = input_ids.shape[1] - start
     out = model(input_ids=input_ids, attention_mask=attention_mask, **kw)
     logits: torch.Tensor = out.logits[:, :-1].float()

@@ -60,6 +60,7 @@ from megaflow.train.optim import build_optimizer
 from megaflow.train.samples import TrainingSample
 from megaflow.train.schedule import scaled_lr, warmup_groups
 from megaflow.train.sharding import shard
+from megaflow.train.shared_prefix import share_prompts, shared_logprobs, supports
 from megaflow.train.stats import RankTiming, StepStats
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -234,21 +235,27 @@ class RankWorker:
     def _micro_step(self, items: Sequence[Scored]) -> torch.Tensor:
         batch = collate(items, self.pad_id).to(self.device)
         temp = self.config.temperature
-        start = first_scored(batch.loss_mask)  # no logits for the prompts' positions
-        logp, entropy = logprobs_and_entropy(
-            self.model, batch.input_ids, batch.attention_mask, temp, start=start
-        )
+        shared = None
+        if self.config.shared_prefix and not self.distributed and supports(self.model):
+            shared = share_prompts(items)
+        if shared is not None:  # each distinct prompt once, its keys and values shared
+            logp, entropy = shared_logprobs(self.model, batch, shared, self.pad_id, temp)
+        else:
+            start = first_scored(batch.loss_mask)  # no logits for the prompts' positions
+            logp, entropy = logprobs_and_entropy(
+                self.model, batch.input_ids, batch.attention_mask, temp, start=start
+            )
         ref_logp = None
         if self.ref is not None:
             with torch.no_grad():
-                ref_logp, _ = logprobs_and_entropy(
-                    self.ref,
-                    batch.input_ids,
-                    batch.attention_mask,
-                    temp,
-                    entropy=False,
-                    start=start,
-                )
+                ref_logp, _ = (
+                    shared_logprobs(self.ref, batch, shared, self.pad_id, temp, entropy=False)
+                    if shared is not None
+                    else logprobs_and_entropy(
+                        self.ref, batch.input_ids, batch.attention_mask, temp, entropy=False,
+                        start=first_scored(batch.loss_mask),
+                    )
+                )  # fmt: skip
         loss, sums = self.algorithm.loss(batch, logp, ref_logp=ref_logp, entropy=entropy)
         # FSDP averages gradients over ranks; each rank's loss is a share of the sum
         torch.autograd.backward(loss * self.world_size)
