@@ -61,7 +61,7 @@ class LearnedPolicyConfig(_Cfg):
         description="No task waits more than this many expected run times, or this many "
         "times its wait until then if less (at least wait_floor_s), beyond the point "
         "where the fair policy would have started it: overdue tasks are placed before the "
-        "network chooses (earliest deadline first), whatever it scores.",
+        "network chooses (in wait_order), whatever it scores.",
     )
     wait_floor_s: float = Field(
         60.0,
@@ -81,6 +81,12 @@ class LearnedPolicyConfig(_Cfg):
         description="An instance held for a due task that fits nowhere still takes "
         "waiting tasks that leave room there for it (docs/sim.md); false holds it empty "
         "of new work, the stricter bound, at the cost of the fleet's room.",
+    )
+    wait_order: Literal["arrival", "deadline"] = Field(
+        "arrival",
+        description="Which task past its deadline is placed (or holds an instance) first: "
+        "the oldest (the longest waits stay near fifo's where big tasks wait for room), or "
+        "the earliest deadline (with wait_backfill false, the stricter bound; docs/sim.md).",
     )
     record: bool = Field(
         True,

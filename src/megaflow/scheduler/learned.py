@@ -33,7 +33,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import Decision, PendingTask, SchedulingPolicy, TaskFeedback
@@ -78,6 +78,7 @@ class LearnedPolicy(SchedulingPolicy):
         wait_floor_s: float = 60.0,
         wait_backlog: float | None = 1.0,
         backfill: bool = True,
+        wait_order: Literal["arrival", "deadline"] = "arrival",
     ) -> None:
         """``wait_bound``: a waiting task is placed ahead of the network's choice once it
         has waited this many expected run times (at least ``wait_floor_s``) beyond the
@@ -105,7 +106,8 @@ class LearnedPolicy(SchedulingPolicy):
         bound = None
         if wait_bound is not None:
             predict, waiting = self.estimates.predict, self._waiting
-            bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog)
+            bound = WaitBound(wait_bound, wait_floor_s, predict, waiting, backlog=wait_backlog,
+                              order=wait_order)  # fmt: skip
         queue = Queue(lambda t: _key(t.spec), self._head, self._classes.__contains__,
                       lambda: self._heads(set()), self._take, self._place)  # fmt: skip
         self.forcing = ForcedPlacements(queue, bound, backfill)
@@ -327,7 +329,7 @@ def learned_factory(cfg: LearnedPolicyConfig) -> Callable[[], SchedulingPolicy]:
     def make(**_: Any) -> SchedulingPolicy:
         return LearnedPolicy(net, greedy=cfg.greedy, seed=cfg.seed, wait_bound=cfg.wait_bound,
                              wait_floor_s=cfg.wait_floor_s,
-                             wait_backlog=cfg.wait_backlog,
-                             backfill=cfg.wait_backfill)  # fmt: skip
+                             wait_backlog=cfg.wait_backlog, backfill=cfg.wait_backfill,
+                             wait_order=cfg.wait_order)  # fmt: skip
 
     return make

@@ -65,6 +65,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from megaflow.core.tasks import Resources, TaskSpec
 from megaflow.scheduler.abstract import PendingTask
@@ -92,14 +93,18 @@ class WaitBound:
         waiting: Callable[[PendingTask], bool],
         fair_key: str = "run",
         backlog: float | None = 1.0,
+        order: Literal["arrival", "deadline"] = "arrival",
     ) -> None:
         """``expected(spec)`` is the expected run time (None when unknown);
         ``waiting(task)`` says whether the task still waits in the real queue;
-        ``backlog``: at most this many due tasks per instance wait (None: no limit)."""
+        ``backlog``: at most this many due tasks per instance wait (None: no limit);
+        ``order``: which task past its deadline goes first, the oldest or the one with
+        the earliest deadline (:meth:`take_overdue`)."""
         if multiple <= 0 or floor_s < 0 or (backlog is not None and backlog <= 0):
             raise ValueError(f"a wait bound needs multiple > 0, floor_s >= 0 and backlog > 0, "
                              f"got {multiple}, {floor_s} and {backlog}")  # fmt: skip
         self.backlog = backlog
+        self.order = order
         self.multiple = multiple
         self.floor_s = floor_s
         self._expected = expected
@@ -107,6 +112,8 @@ class WaitBound:
         self._shadow = FairPolicy(key=fair_key)
         self._fifo = FifoPolicy()
         self._heap: list[tuple[float, int, PendingTask]] = []
+        self._passed: list[tuple[int, PendingTask]] = []
+        """With ``order="arrival"``: due tasks whose deadline has passed, by arrival."""
         self._soft_heap: list[tuple[float, int, PendingTask]] = []
         self.due: dict[str, Due] = {}
         """Waiting tasks that are due, by id (dropped once placed)."""
@@ -157,24 +164,38 @@ class WaitBound:
         self.soft.pop(task.id, None)
 
     def take_overdue(self, now: float, most_due: int | None = None) -> PendingTask | None:
-        """The waiting task with the earliest passed deadline, taken out of the overdue
-        order (:meth:`put_back` returns one that could not be placed yet). While more
-        than ``most_due`` tasks are due, the earliest deadline goes even if it has not
-        passed yet: the backlog of due tasks is what makes a deadline unreachable."""
+        """The next overdue waiting task, taken out of the overdue order
+        (:meth:`put_back` returns one that could not be placed yet): of the tasks past
+        their deadline, the oldest (``order="arrival"``) or the earliest deadline
+        (``"deadline"``). While more than ``most_due`` tasks are due and none is past its
+        deadline, the earliest deadline goes even though it has not passed yet: the
+        backlog of due tasks is what makes a deadline unreachable."""
         if most_due is None:
             most_due = len(self.due)
         heap = self._heap
         while heap:
             deadline, _, task = heap[0]
-            if not self._waiting(task) or task.id not in self.due:
+            if not self._live(task):
                 heapq.heappop(heap)  # placed or cancelled since
-                self.due.pop(task.id, None)
                 continue
-            if deadline > now and len(self.due) <= most_due:
-                return None
+            if self.order == "deadline" or deadline > now:
+                break
             heapq.heappop(heap)
-            return task
-        return None
+            heapq.heappush(self._passed, (task.seq, task))
+        while self._passed:
+            task = heapq.heappop(self._passed)[1]
+            if self._live(task):
+                return task
+        if not heap or (heap[0][0] > now and len(self.due) <= most_due):
+            return None
+        return heapq.heappop(heap)[2]
+
+    def _live(self, task: PendingTask) -> bool:
+        """Still waiting and due (else dropped from ``due``)."""
+        if self._waiting(task) and task.id in self.due:
+            return True
+        self.due.pop(task.id, None)
+        return False
 
     def take_soft(self, now: float) -> PendingTask | None:
         """The waiting task with the earliest passed soft deadline, taken out of that
