@@ -1,21 +1,23 @@
-"""What the wait bound's holds cost on ``memory-skew``: per validation trace, the learned
-policy with backfilling on held instances (the default) and without it (held instances
-take no new work), against fifo.
+"""What the wait bound does on ``memory-skew``: per validation trace, the learned policy
+as configured by default (backfilling on held instances, tasks past their deadline oldest
+first), with the earliest deadline first instead (the order before), and with held
+instances taking no new work, against fifo.
 
 Per trace: average / P99 JCT and longest wait; holds (instances held, summed over the
 planning rounds that held any), the share of them for tasks whose deadline had not
 passed (held because of the backlog limit), instance-seconds held over the fleet's
 instance-seconds until the last task ended, placements backfilled on held instances,
-and the kinds of the five longest-waiting tasks. Simulated time: the machine's load
-does not change the figures.
+and the kinds of the five longest-waiting tasks; then each variant's means over the
+traces against fifo's. Simulated time: the machine's load does not change the figures.
 
-    .venv/bin/python benchmarks/study_memory_skew_bound.py --seeds 3
+    .venv/bin/python benchmarks/study_memory_skew_bound.py --seeds 10
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -30,9 +32,31 @@ from megaflow.sim.studies import simulate
 SHIPPED = Path(__file__).resolve().parents[1] / "examples/policies/learned.safetensors"
 
 
-def _policy(net: Any, backfill: bool, made: list[LearnedPolicy]) -> LearnedPolicy:
-    made.append(LearnedPolicy(net, backfill=backfill))
+VARIANTS: dict[str, dict[str, Any]] = {
+    "learned, held instances empty": {"backfill": False},
+    "learned, earliest deadline first": {"wait_order": "deadline"},
+    "learned": {},
+}
+"""Each variant's keyword arguments to :class:`LearnedPolicy` (the rest default)."""
+
+
+def _policy(net: Any, options: dict[str, Any], made: list[LearnedPolicy]) -> LearnedPolicy:
+    made.append(LearnedPolicy(net, **options))
     return made[-1]
+
+
+def _summary(means: dict[str, list[tuple[float, float, float]]]) -> None:
+    """Each variant's mean average / P99 JCT and longest wait, and against fifo's."""
+    fifo = [statistics.fmean(x[k] for x in means["fifo"]) for k in range(3)]
+    print(
+        "\n| policy | JCT avg s | JCT P99 s | longest wait s | vs fifo: avg / P99 / longest wait |"
+    )
+    print("|---|---|---|---|---|")
+    for name, rows in means.items():
+        m = [statistics.fmean(x[k] for x in rows) for k in range(3)]
+        vs = " / ".join(f"{m[k] / fifo[k] - 1:+.1%}" for k in range(3))
+        print(f"| {name} | {m[0]:,.0f} | {m[1]:,.0f} | {m[2]:,.0f} | "
+              f"{'' if name == 'fifo' else vs} |")  # fmt: skip
 
 
 def main() -> None:
@@ -48,17 +72,21 @@ def main() -> None:
         "rounds | before the deadline | held instance-s | backfilled | 5 longest waits |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    means: dict[str, list[tuple[float, float, float]]] = {"fifo": []}
+    means.update({name: [] for name in VARIANTS})
     for seed in VALIDATION_SEEDS[: args.seeds]:
         ep = fam.episode(seed, min(fam.tasks, args.tasks))
         fifo = simulate("fifo", ep.instances, ep.trace)
         print(f"| {seed} | fifo | {fifo.avg_jct_s:,.0f} | {fifo.p99_jct_s:,.0f} | "
               f"{fifo.max_wait_s:,.0f} | | | | | |")  # fmt: skip
-        for backfill in (False, True):
+        means["fifo"].append((fifo.avg_jct_s, fifo.p99_jct_s, fifo.max_wait_s))
+        for name, options in VARIANTS.items():
             made: list[LearnedPolicy] = []
             sim = Simulator(
-                ep.config, ep.instances, ep.trace, policy=partial(_policy, net, backfill, made)
+                ep.config, ep.instances, ep.trace, policy=partial(_policy, net, options, made)
             )
             rep = asyncio.run(sim.run())
+            means[name].append((rep.avg_jct_s, rep.p99_jct_s, rep.max_wait_s))
             (pol,) = made
             forcing = pol.forcing
             waits = sim.waits()
@@ -66,7 +94,6 @@ def main() -> None:
             kinds = Counter(f"{ep.trace[i].type} {ep.trace[i].memory_mb // 1024} GB" for i in top)
             fleet_s = len(ep.instances) * rep.makespan_s
             early = forcing.holds_early / forcing.holds if forcing.holds else 0.0
-            name = "learned" if backfill else "learned, held instances empty"
             print(
                 f"| {seed} | {name} | {rep.avg_jct_s:,.0f} | {rep.p99_jct_s:,.0f} | "
                 f"{rep.max_wait_s:,.0f} | {forcing.holds:,} | {early:.0%} | "
@@ -75,6 +102,7 @@ def main() -> None:
                 + ", ".join(f"{n}x {k}" for k, n in kinds.most_common())
                 + " |"
             )
+    _summary(means)
 
 
 if __name__ == "__main__":
