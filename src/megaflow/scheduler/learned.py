@@ -233,7 +233,7 @@ class LearnedPolicy(SchedulingPolicy):
         scan_limit: int,
     ) -> list[Decision]:  # fmt: skip
         """Up to ``limit`` placements: first every overdue task the wait bound names
-        (earliest deadline first, by best fit), then one network decision each.
+        (the oldest first, by best fit), then one network decision each.
         ``scan_limit`` is not needed: only class heads are candidates, and a class that
         does not fit or is refused by admission is left out for the rest of the round."""
         out: list[Decision] = []

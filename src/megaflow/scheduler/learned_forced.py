@@ -5,7 +5,8 @@ which are past their deadlines; this module turns that into placements in a
 planning round of :class:`~megaflow.scheduler.learned.LearnedPolicy`:
 
 - before the network is asked, every overdue task (and, beyond the backlog
-  limit, the earliest due ones) is placed by best fit, earliest deadline first;
+  limit, the earliest due ones) is placed by best fit, the oldest first (or the
+  earliest deadline first, ``wait_order: deadline``);
   one that fits nowhere gets an instance held for it for the rest of the round
   (the one held for it the round before, while no earlier deadline holds it),
   so that the room freed there is its, not a newer task's; then the tasks past
@@ -119,12 +120,12 @@ class ForcedPlacements(Generic[K]):
         self, region: Region, admit: Admit, limit: int, out: list[Decision], blocked: set[K],
         held: list[Held], now: float,
     ) -> None:  # fmt: skip
-        """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones),
-        earliest deadline first; within a class the head goes (tasks become due in arrival
-        order). One that fits nowhere gets the instance closest to fitting it held for the
-        rest of the round, so the room freed there is its, not a newer task's. Then the
-        tasks past their soft (fifo) deadline that fit, holding nothing. Each looks at up
-        to ``limit + 64`` tasks a round."""
+        """Place the overdue tasks (and, beyond the backlog limit, the earliest due ones)
+        in the bound's order (:meth:`WaitBound.take_overdue`); within a class the head
+        goes (tasks become due in arrival order). One that fits nowhere gets the instance
+        closest to fitting it held for the rest of the round, so the room freed there is
+        its, not a newer task's. Then the tasks past their soft (fifo) deadline that fit,
+        holding nothing. Each looks at up to ``limit + 64`` tasks a round."""
         bound = self.bound
         if bound is None:
             return

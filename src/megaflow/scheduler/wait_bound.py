@@ -89,7 +89,7 @@ class Due:
 
 class WaitBound:
     """Deadlines from a fair shadow queue (and soft ones from a fifo shadow); the overdue
-    tasks, earliest deadline first."""
+    tasks, oldest (or earliest deadline) first."""
 
     def __init__(
         self,
