@@ -1,5 +1,7 @@
 """Local-file store specifics; the shared behaviour is in test_artifacts_contract.py."""
 
+import asyncio
+import errno
 import os
 from pathlib import Path
 
@@ -42,3 +44,35 @@ async def test_checksum_sidecar_names_are_reserved(tmp_path: Path) -> None:
     await store.start()
     with pytest.raises(StorageError, match="sha256"):
         await store.put("a.sha256", b"x")
+
+
+async def test_failed_write_keeps_the_old_artifact_and_no_temp_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalArtifactStore(tmp_path)
+    await store.start()
+    await store.put("run/t/a1/trajectory.json", b"old")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StorageError, match="No space left") as err:
+        await store.put("run/t/a1/trajectory.json", b"new")
+    assert isinstance(err.value.__cause__, OSError)  # what the outage loop retries on
+    monkeypatch.undo()
+    assert await store.get("run/t/a1/trajectory.json") == b"old"
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+
+
+async def test_new_folders_are_made_once_each_and_shared(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "root")
+    await store.start()
+    keys = [f"runs/r/tasks/t{i % 3}/attempt-1/{name}" for i in range(9) for name in ("a", "b")]
+    await asyncio.gather(*(store.put(k, k.encode()) for k in keys))
+    for k in keys:
+        assert await store.get(k) == k.encode()
+    assert sorted(await store.list("runs/r/tasks/t0/")) == [
+        "runs/r/tasks/t0/attempt-1/a",
+        "runs/r/tasks/t0/attempt-1/b",
+    ]

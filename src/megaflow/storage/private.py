@@ -19,20 +19,33 @@ FILE_MODE = 0o600
 def private_dir(path: str | Path) -> Path:
     """Make ``path`` and its missing parents, each one it creates mode 0700."""
     path = Path(path)
-    missing: list[Path] = []
-    p = path
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            continue  # made by someone else meanwhile: not ours to change
-        os.chmod(d, DIR_MODE)
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is not a directory")
+    make_private_dirs(os.fspath(path))
     return path
+
+
+def make_private_dirs(path: str) -> None:
+    """:func:`private_dir` on a string path, returning nothing.
+
+    It tries ``mkdir`` first and walks up only when a parent is missing: the
+    artifact store calls it for every attempt's new folder, and testing each
+    level for existence first cost three system calls more per artifact."""
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:  # there already (or made by someone else meanwhile): left alone
+        if not os.path.isdir(path):
+            raise NotADirectoryError(f"{path} is not a directory") from None
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(path.rstrip("/"))
+        if not parent or parent == path:
+            raise
+        make_private_dirs(parent)
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            make_private_dirs(path)  # made by someone else meanwhile: checked, not changed
+            return
+    os.chmod(path, DIR_MODE)
 
 
 def private_file(path: str | Path, flags: int = os.O_WRONLY | os.O_APPEND) -> int:
