@@ -19,12 +19,16 @@ included: the artifact writes run on worker threads) per episode.
         python benchmarks/profile_control_plane.py --reps 3
 
 It prints one line per repetition and ``ab cp-cpu-ms/episode MEDIAN`` (with
-``cp-wall-s``) for ``ab.py``; it writes no table.
+``cp-wall-s``) for ``ab.py``; it writes no table. ``--root DIR`` keeps the
+stores under ``DIR`` (left in place, for the caller to remove), so a
+profiler attached to the whole process does not also see a temporary
+folder's removal at exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -43,13 +47,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--episodes", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--root", type=Path, help="keep the stores here (default: a temporary folder)")
     args = ap.parse_args()
     n = args.episodes
     cpu_ms: list[float] = []
     walls: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        root = args.root or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for rep in range(args.reps):
-            wall, cpu = tuned(megaflow(Path(tmp) / f"cp{rep}", n, dummy=True))
+            wall, cpu = tuned(megaflow(root / f"cp{rep}", n, dummy=True))
             cpu_ms.append(cpu / n * 1000)
             walls.append(wall)
             print(f"rep {rep}: {n} episodes, {wall:.2f} s wall, {cpu_ms[-1]:.3f} ms CPU/episode")
