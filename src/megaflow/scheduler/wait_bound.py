@@ -120,6 +120,8 @@ class WaitBound:
         self._heap: list[tuple[float, int, PendingTask]] = []
         self._passed: list[tuple[int, PendingTask]] = []
         """With ``order="arrival"``: due tasks whose deadline has passed, by arrival."""
+        self._now = -math.inf
+        """The time of the last :meth:`take_overdue`."""
         self._soft_heap: list[tuple[float, int, PendingTask]] = []
         self.due: dict[str, Due] = {}
         """Waiting tasks that are due, by id (dropped once placed)."""
@@ -178,6 +180,7 @@ class WaitBound:
         backlog of due tasks is what makes a deadline unreachable."""
         if most_due is None:
             most_due = len(self.due)
+        self._now = now
         heap = self._heap
         while heap:
             deadline, _, task = heap[0]
@@ -222,7 +225,11 @@ class WaitBound:
     def put_back(self, tasks: list[PendingTask]) -> None:
         for task in tasks:
             due = self.due.get(task.id)
-            if due is not None:
+            if due is None:
+                continue
+            if self.order == "arrival" and due.deadline <= self._now:
+                heapq.heappush(self._passed, (task.seq, task))  # passed: stays in age order
+            else:
                 heapq.heappush(self._heap, (due.deadline, task.seq, task))
 
     def put_back_soft(self, tasks: list[PendingTask]) -> None:
