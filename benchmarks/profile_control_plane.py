@@ -22,13 +22,16 @@ It prints one line per repetition and ``ab cp-cpu-ms/episode MEDIAN`` (with
 ``cp-wall-s``) for ``ab.py``; it writes no table. ``--root DIR`` keeps the
 stores under ``DIR`` (left in place, for the caller to remove), so a
 profiler attached to the whole process does not also see a temporary
-folder's removal at exit.
+folder's removal at exit. ``--discard-artifacts`` measures what the artifact
+writes cost: the local artifact store's ``put`` checks the key and hashes the
+bytes but writes nothing (a measuring device, not a mode of MegaFlow).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import statistics
 import sys
 import tempfile
@@ -38,6 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report
 from bench_rollout import megaflow, tuned
+from megaflow.storage.abstract import ArtifactRef
+from megaflow.storage.local_artifacts import LocalArtifactStore
+
+
+async def _discard(self: LocalArtifactStore, key: str, data: bytes) -> ArtifactRef:
+    self._where(key)
+    return ArtifactRef(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
 def main() -> None:
@@ -48,7 +58,10 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--root", type=Path, help="keep the stores here (default: a temporary folder)")
+    ap.add_argument("--discard-artifacts", action="store_true", help="write no artifact files")
     args = ap.parse_args()
+    if args.discard_artifacts:
+        LocalArtifactStore.put = _discard  # type: ignore[method-assign]
     n = args.episodes
     cpu_ms: list[float] = []
     walls: list[float] = []
