@@ -65,6 +65,22 @@ def _logits(
     return logits / temperature if temperature != 1.0 else logits
 
 
+def score(
+    logits: torch.Tensor, targets: torch.Tensor, *, entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each target token's logprob under ``logits`` (``[B, N, V]`` against ``[B, N]``,
+    with gradient) and the entropy of each position's distribution (detached; zeros
+    when ``entropy`` is false)."""
+    logz = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+    with torch.no_grad():
+        if entropy:
+            ent = logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+        else:
+            ent = torch.zeros_like(logp)
+    return logp, ent
+
+
 def token_logprobs(
     model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
 ) -> torch.Tensor:
@@ -87,15 +103,7 @@ def logprobs_and_entropy(
     (a model without ``logits_to_keep`` computes them all)."""
     logits = _logits(model, input_ids, attention_mask, temperature, start)
     skipped = input_ids.shape[1] - 1 - logits.shape[1]
-    logz = torch.logsumexp(logits, dim=-1)
-    nxt = input_ids[:, 1 + skipped :].unsqueeze(-1)
-    logp = logits.gather(-1, nxt).squeeze(-1) - logz
-    with torch.no_grad():
-        if entropy:
-            probs = torch.softmax(logits, dim=-1)
-            ent = logz - (probs * logits).sum(-1)
-        else:
-            ent = torch.zeros_like(logp)
+    logp, ent = score(logits, input_ids[:, 1 + skipped :], entropy=entropy)
     if skipped:
         logp = torch.nn.functional.pad(logp, (skipped, 0))
         ent = torch.nn.functional.pad(ent, (skipped, 0))

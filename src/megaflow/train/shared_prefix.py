@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from megaflow.train.algorithms.batch import PaddedBatch, Scored
-from megaflow.train.logprobs import forward_params, keeps_logits
+from megaflow.train.logprobs import forward_params, keeps_logits, score
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +113,8 @@ def shared_logprobs(
     logits = torch.cat([first.logits[rows][:, -1:], rest.logits[:, :-1]], 1).float()
     if temperature != 1.0:
         logits = logits / temperature
-    logz = torch.logsumexp(logits, dim=-1)
-    logp = (logits.gather(-1, c_ids.unsqueeze(-1)).squeeze(-1) - logz) * c_mask
-    with torch.no_grad():
-        if entropy:
-            ent = (logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)) * c_mask
-        else:
-            ent = torch.zeros_like(logp)
+    logp, ent = score(logits, c_ids, entropy=entropy)
+    logp, ent = logp * c_mask, ent * c_mask
     # into the right-padded batch's layout; a row's padding adds 0 at a clamped position
     plen = torch.tensor([len(shared.prompts[r]) for r in shared.rows], device=device)
     where = (plen[:, None] - 1 + torch.arange(width, device=device)).clamp(
