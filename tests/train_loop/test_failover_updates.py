@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +68,16 @@ async def test_a_turn_in_flight_finishes_on_the_old_weights_and_the_sample_count
         messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the code"}]
         first = await client.chat(messages, trajectory_id=tid, seed=1)
         messages += [first.message, {"role": "tool", "content": "test the code"}]
+        asked = threading.Event()
+        hold = hold_second_token(backend, asked.is_set)
         second = asyncio.ensure_future(client.chat(messages, trajectory_id=tid, seed=2))
-        while not backend._lock.locked():  # noqa: ASYNC110 - the backend exposes no event
+        while hold.calls < 2:  # noqa: ASYNC110 - turn 2 has its first token and waits
+            await asyncio.sleep(0.001)
+        update = asyncio.ensure_future(client.control.update_weights(new.state_dict(), 1))
+        while not backend._lock._waiters:  # noqa: ASYNC110 - the update queues on the lock
             await asyncio.sleep(0.001)
         assert not second.done()  # the update is asked for while turn 2 generates
-        update = asyncio.ensure_future(client.control.update_weights(new.state_dict(), 1))
+        asked.set()
         answer = await second
         await update
         messages += [answer.message, {"role": "tool", "content": "write a patch"}]
@@ -98,11 +105,12 @@ async def test_a_turn_in_flight_finishes_on_the_old_weights_and_the_sample_count
     assert (report.dropped, report.groups_dropped) == (2, 1)
 
 
-def hold_until_update(backend: TransformersBackend) -> Any:
-    """Turn 2 as the test needs it, whatever the machine's speed: its first token
-    is not the end, and its second waits until an update is asked for (else a
-    short answer can end before the update arrives, and there is nothing to cut).
-    Only the sampled tokens change: the recorded logprobs are the raw logits'."""
+def hold_second_token(backend: TransformersBackend, release: Callable[[], bool]) -> Any:
+    """Turn 2 as the tests need it, whatever the machine's speed: its first token
+    is not the end, and its second waits until ``release()`` (an update asked for;
+    else a short answer can end before the update arrives, and there is nothing to
+    finish or cut). Only the sampled tokens change: the recorded logprobs are the
+    raw logits'."""
     from transformers import LogitsProcessor, LogitsProcessorList
 
     eos = backend._tok.eos_token_id
@@ -115,7 +123,7 @@ def hold_until_update(backend: TransformersBackend) -> Any:
             Hold.calls += 1
             if Hold.calls == 2:
                 deadline = time.monotonic() + 60
-                while not backend._update.up and time.monotonic() < deadline:
+                while not release() and time.monotonic() < deadline:
                     time.sleep(0.001)
             if Hold.calls > 2:
                 return scores
@@ -146,7 +154,7 @@ async def test_resume_cuts_the_turn_at_the_update_and_finishes_it_on_the_new_wei
         messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the code"}]
         first = await client.chat(messages, trajectory_id=tid, seed=1)
         messages += [first.message, {"role": "tool", "content": "test the code"}]
-        hold = hold_until_update(backend)
+        hold = hold_second_token(backend, lambda: backend._update.up)
         second = asyncio.ensure_future(
             client.chat(messages, trajectory_id=tid, seed=2, max_tokens=200)
         )
