@@ -63,8 +63,8 @@ async def test_weights_update_over_http(gateway: GatewayServer, models: tuple[Pa
         assert old["prompt_token_ids"]
         # A long generation in flight when the update arrives finishes on the old weights.
         in_flight = asyncio.create_task(_chat(http, url, max_tokens=40))
-        while gateway.service.router.outstanding == 0:  # noqa: ASYNC110 - no event to wait on
-            await asyncio.sleep(0.005)
+        while gateway.service.router.outstanding == 0 and not in_flight.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)  # no event to wait on; a turn already over fails below
         assert not in_flight.done()
         answer = await http.post(f"{url}/weights", json=update, headers=AUTH)
         assert answer.status_code == 200, answer.text
