@@ -1,0 +1,146 @@
+"""Where a local sandbox's cold start goes: ``LocalRuntime.create`` at concurrency 1, by phase.
+
+``bench_sandbox.py`` gives the cold start's P50/P99; this script splits it.
+Each phase is a function of the start path, timed by wrapping it in this
+process only (a measuring device, not a mode of MegaFlow):
+
+- ``make_dirs``, ``fill + cgroups``: the sandbox's folders and record, then
+  its workspace and cgroups (worker threads);
+- ``popen``: ``subprocess.Popen`` of the cgroup-joining shell that execs
+  ``setpriv`` and bubblewrap (a worker thread; it returns once the shell runs);
+- ``info fd``: until bubblewrap has made its namespaces and says its child's pid;
+- ``maps + release``: writing the user namespace's maps and letting it go on;
+- ``hello``: bubblewrap's mounts, then ``python3`` starting in the sandbox,
+  loading the exec server and answering its first frame;
+- ``total``: the whole ``create``.
+
+Then, outside any sandbox and alternated with ``/bin/true``, how long the
+sandbox's ``python3 -I -S`` takes from spawn to exit doing nothing (its own
+boot): what a native exec server would not pay. The host image, ``--n``
+starts after 5 untimed ones; one table on stdout, nothing written.
+
+::
+
+    python benchmarks/profile_cold_start.py --n 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report
+from megaflow.environment.abstract import EnvironmentSpec
+from megaflow.environment.config import LocalRuntimeConfig
+from megaflow.environment.local import LocalRuntime, channel, launcher, process, spawn
+from megaflow.environment.local import runtime as runtime_module
+from megaflow.environment.local.staging import Staging
+
+TIMES: dict[str, list[float]] = defaultdict(list)
+
+
+def _timed_sync(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            TIMES[label].append(time.perf_counter() - t0)
+
+    return run
+
+
+def _timed_async(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            TIMES[label].append(time.perf_counter() - t0)
+
+    return run
+
+
+def instrument() -> None:
+    local = runtime_module.LocalRuntime
+    local._make_dirs = staticmethod(_timed_sync(local._make_dirs, "make_dirs"))  # type: ignore[method-assign]
+    local._fill = _timed_sync(local._fill, "fill + cgroups")  # type: ignore[method-assign]
+    Staging.view = _timed_sync(Staging.view, "staging view")  # type: ignore[method-assign]
+    process._popen_bwrap = _timed_sync(process._popen_bwrap, "popen")
+    spawn._read_all = _timed_async(spawn._read_all, "info fd")
+    spawn._off_loop = _timed_async(spawn._off_loop, "maps + release")
+    channel.Channel.wait_ready = _timed_async(channel.Channel.wait_ready, "hello")  # type: ignore[method-assign]
+
+
+async def starts(n: int) -> list[float]:
+    work = Path(tempfile.mkdtemp(prefix="mf-profile-cold-"))
+    rt = LocalRuntime(LocalRuntimeConfig(root=str(work / "local")))
+    await rt.start()
+    spec = EnvironmentSpec(image="host")
+    total: list[float] = []
+    try:
+        for i in range(n + 5):
+            t0 = time.perf_counter()
+            sb = await rt.create(spec)
+            took = time.perf_counter() - t0
+            await sb.destroy()
+            if i == 4:
+                TIMES.clear()  # the untimed starts
+            elif i > 4:
+                total.append(took)
+    finally:
+        await rt.stop()
+    return total
+
+
+def boots(n: int) -> tuple[list[float], list[float]]:
+    """Spawn-to-exit of the sandbox's python doing nothing, and of /bin/true, alternated."""
+    python = [str(launcher.HOST_PYTHON), "-I", "-S", "-c", "pass"]
+    sides: dict[str, list[float]] = {"python": [], "true": []}
+    order = [("python", python), ("true", ["/bin/true"])]
+    for i in range(n + 1):
+        for name, argv in order if i % 2 else order[::-1]:
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True)
+            if i:
+                sides[name].append(time.perf_counter() - t0)
+    return sides["python"], sides["true"]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    report.SAMPLER.stop()  # nothing is written: no load sampling in this process
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--n", type=int, default=200, help="timed starts (and boots)")
+    args = ap.parse_args()
+    instrument()
+    total = asyncio.run(starts(args.n))
+    python, true = boots(args.n)
+    print(f"| phase of `create` ({args.n} starts, concurrency 1) | P50 ms | P90 ms | P99 ms |")
+    print("|---|---|---|---|")
+    for label, values in [*TIMES.items(), ("total", total)]:
+        cells = " | ".join(f"{pct(values, q) * 1e3:.2f}" for q in (0.5, 0.9, 0.99))
+        print(f"| {label} | {cells} |")
+    gap = [p - t for p, t in zip(python, true, strict=True)]
+    print(f"\npython3 -I -S -c pass, spawn to exit: P50 {statistics.median(python) * 1e3:.2f} ms; "
+          f"/bin/true {statistics.median(true) * 1e3:.2f} ms; the interpreter's own boot, "
+          f"pair by pair: P50 {statistics.median(gap) * 1e3:.2f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
