@@ -19,9 +19,15 @@ sandbox's ``python3 -I -S`` takes from spawn to exit doing nothing (its own
 boot): what a native exec server would not pay. The host image, ``--n``
 starts after 5 untimed ones; one table on stdout, nothing written.
 
+``--burst 0,4`` instead starts 16 sandboxes at once, ``--n`` times, on one
+runtime per ``max_starting`` value (0: the default), the runtimes taking
+turns in alternating order after one untimed burst each: each start's wall
+time and the burst's last, by value.
+
 ::
 
     python benchmarks/profile_cold_start.py --n 200
+    python benchmarks/profile_cold_start.py --burst 0,2,4,8 --n 10
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report
 from megaflow.environment.abstract import EnvironmentSpec
 from megaflow.environment.config import LocalRuntimeConfig
-from megaflow.environment.local import LocalRuntime, channel, launcher, process, spawn
+from megaflow.environment.local import LocalRuntime, LocalSandbox, channel, launcher, process, spawn
 from megaflow.environment.local import runtime as runtime_module
 from megaflow.environment.local.staging import Staging
 
@@ -118,6 +124,46 @@ def boots(n: int) -> tuple[list[float], list[float]]:
     return sides["python"], sides["true"]
 
 
+async def _burst(rt: LocalRuntime, spec: EnvironmentSpec, size: int) -> list[float]:
+    t0 = time.perf_counter()
+
+    async def one() -> tuple[float, LocalSandbox]:
+        sb = await rt.create(spec)
+        return time.perf_counter() - t0, sb
+
+    done = await asyncio.gather(*(one() for _ in range(size)))
+    for _, sb in done:
+        await sb.destroy()
+    return [t for t, _ in done]
+
+
+async def bursts(limits: list[int], n: int, size: int = 16) -> None:
+    spec = EnvironmentSpec(image="host")
+    runtimes = {}
+    for m in limits:
+        root = Path(tempfile.mkdtemp(prefix=f"mf-profile-burst-{m}-")) / "local"
+        runtimes[m] = LocalRuntime(LocalRuntimeConfig(root=str(root), max_starting=m))
+        await runtimes[m].start()
+        await _burst(runtimes[m], spec, size)  # untimed
+    starts: dict[int, list[float]] = {m: [] for m in limits}
+    last: dict[int, list[float]] = {m: [] for m in limits}
+    try:
+        for i in range(n):
+            for m in limits if i % 2 == 0 else limits[::-1]:
+                times = await _burst(runtimes[m], spec, size)
+                starts[m] += times
+                last[m].append(max(times))
+    finally:
+        for rt in runtimes.values():
+            await rt.stop()
+    head = f"max_starting ({n} bursts of {size})"
+    print(f"| {head} | start P50 ms | start P99 ms | last of the burst, median ms |")
+    print("|---|---|---|---|")
+    for m in limits:
+        cells = f"{pct(starts[m], 0.5) * 1e3:.1f} | {pct(starts[m], 0.99) * 1e3:.1f}"
+        print(f"| {m or 'default'} | {cells} | {statistics.median(last[m]) * 1e3:.1f} |")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -126,8 +172,12 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     report.SAMPLER.stop()  # nothing is written: no load sampling in this process
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--n", type=int, default=200, help="timed starts (and boots)")
+    ap.add_argument("--n", type=int, default=200, help="timed starts (and boots), or bursts")
+    ap.add_argument("--burst", help="max_starting values, comma-separated: bursts of 16 instead")
     args = ap.parse_args()
+    if args.burst:
+        asyncio.run(bursts([int(v) for v in args.burst.split(",")], args.n))
+        return
     instrument()
     total = asyncio.run(starts(args.n))
     python, true = boots(args.n)
