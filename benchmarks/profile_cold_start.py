@@ -52,6 +52,7 @@ from megaflow.environment.config import LocalRuntimeConfig
 from megaflow.environment.local import LocalRuntime, LocalSandbox, channel, launcher, process, spawn
 from megaflow.environment.local import runtime as runtime_module
 from megaflow.environment.local.staging import Staging
+from sandbox_probes import pct
 
 TIMES: dict[str, list[float]] = defaultdict(list)
 
@@ -160,13 +161,8 @@ async def bursts(limits: list[int], n: int, size: int = 16) -> None:
     print(f"| {head} | start P50 ms | start P99 ms | last of the burst, median ms |")
     print("|---|---|---|---|")
     for m in limits:
-        cells = f"{pct(starts[m], 0.5) * 1e3:.1f} | {pct(starts[m], 0.99) * 1e3:.1f}"
+        cells = f"{pct(starts[m], 50) * 1e3:.1f} | {pct(starts[m], 99) * 1e3:.1f}"
         print(f"| {m or 'default'} | {cells} | {statistics.median(last[m]) * 1e3:.1f} |")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
@@ -184,7 +180,7 @@ def main() -> None:
     print(f"| phase of `create` ({args.n} starts, concurrency 1) | P50 ms | P90 ms | P99 ms |")
     print("|---|---|---|---|")
     for label, values in [*TIMES.items(), ("total", total)]:
-        cells = " | ".join(f"{pct(values, q) * 1e3:.2f}" for q in (0.5, 0.9, 0.99))
+        cells = " | ".join(f"{pct(values, q) * 1e3:.2f}" for q in (50, 90, 99))
         print(f"| {label} | {cells} |")
     gap = [p - t for p, t in zip(python, true, strict=True)]
     print(f"\npython3 -I -S -c pass, spawn to exit: P50 {statistics.median(python) * 1e3:.2f} ms; "

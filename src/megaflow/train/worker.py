@@ -50,7 +50,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from megaflow.core.errors import ConfigError
 from megaflow.train.algorithms.algorithm import STAT_FIELDS
-from megaflow.train.algorithms.batch import Scored, collate
+from megaflow.train.algorithms.batch import PaddedBatch, Scored, collate
 from megaflow.train.batching import pad_sample, plan
 from megaflow.train.checkpoint import FullState, read_tensors, rng_state, set_rng_state
 from megaflow.train.config import TrainerConfig
@@ -60,7 +60,12 @@ from megaflow.train.optim import build_optimizer
 from megaflow.train.samples import TrainingSample
 from megaflow.train.schedule import scaled_lr, warmup_groups
 from megaflow.train.sharding import shard
-from megaflow.train.shared_prefix import share_prompts, shared_logprobs, supports
+from megaflow.train.shared_prefix import (
+    SharedPrompts,
+    share_prompts,
+    shared_logprobs,
+    supports,
+)
 from megaflow.train.stats import RankTiming, StepStats
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -232,30 +237,29 @@ class RankWorker:
             self.model.set_requires_gradient_sync(last)
             yield
 
+    def _logprobs(
+        self, model: Any, batch: PaddedBatch, shared: SharedPrompts | None, *, entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch``'s logprobs and entropies under ``model``: each distinct prompt
+        once when ``shared``, else the whole rows from their first trained position."""
+        temp = self.config.temperature
+        if shared is not None:
+            return shared_logprobs(model, batch, shared, self.pad_id, temp, entropy=entropy)
+        start = first_scored(batch.loss_mask)  # no logits for the prompts' positions
+        return logprobs_and_entropy(
+            model, batch.input_ids, batch.attention_mask, temp, entropy=entropy, start=start
+        )
+
     def _micro_step(self, items: Sequence[Scored]) -> torch.Tensor:
         batch = collate(items, self.pad_id).to(self.device)
-        temp = self.config.temperature
         shared = None
         if self.config.shared_prefix and not self.distributed and supports(self.model):
             shared = share_prompts(items)
-        if shared is not None:  # each distinct prompt once, its keys and values shared
-            logp, entropy = shared_logprobs(self.model, batch, shared, self.pad_id, temp)
-        else:
-            start = first_scored(batch.loss_mask)  # no logits for the prompts' positions
-            logp, entropy = logprobs_and_entropy(
-                self.model, batch.input_ids, batch.attention_mask, temp, start=start
-            )
+        logp, entropy = self._logprobs(self.model, batch, shared)
         ref_logp = None
         if self.ref is not None:
             with torch.no_grad():
-                ref_logp, _ = (
-                    shared_logprobs(self.ref, batch, shared, self.pad_id, temp, entropy=False)
-                    if shared is not None
-                    else logprobs_and_entropy(
-                        self.ref, batch.input_ids, batch.attention_mask, temp, entropy=False,
-                        start=first_scored(batch.loss_mask),
-                    )
-                )  # fmt: skip
+                ref_logp, _ = self._logprobs(self.ref, batch, shared, entropy=False)
         loss, sums = self.algorithm.loss(batch, logp, ref_logp=ref_logp, entropy=entropy)
         # FSDP averages gradients over ranks; each rank's loss is a share of the sum
         torch.autograd.backward(loss * self.world_size)
